@@ -1,0 +1,223 @@
+// The ping-pong and streaming measurements (client) and the echo/sink loop
+// (server). See bench_phases.hpp for the phase protocol.
+#include "perf/bench_phases.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <string>
+
+#include "perf/bench_error.hpp"
+#include "perf/bench_report.hpp"
+
+namespace pg_rdma::perf {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+enum class PhaseKind : std::uint32_t { Done = 0, Latency = 1, Bandwidth = 2 };
+
+struct PhaseHeader {
+    std::uint32_t kind = 0;
+    std::uint32_t size = 0;
+    std::uint64_t count = 0;
+};
+constexpr std::size_t kHeaderSize = 16;  // bytes on the wire
+static_assert(sizeof(PhaseHeader) == kHeaderSize);
+
+// Round trips before each latency measurement: they warm caches and the
+// transport's rings and tell how many round trips fit the time budget.
+constexpr std::uint64_t kLatencyWarmupRoundTrips = 20;
+// Fewer samples than this make p99 meaningless, whatever the time budget.
+constexpr std::uint64_t kMinLatencyIters = 100;
+// Bytes streamed before each bandwidth measurement, for the same reasons.
+constexpr std::size_t kBandwidthWarmupBytes = 4u << 20;
+constexpr std::uint64_t kMinBandwidthMessages = 8;
+// Length of one streaming phase within a bandwidth measurement (s).
+constexpr double kBandwidthChunkSeconds = 0.25;
+constexpr unsigned char kAckByte = 0xA5;
+constexpr double kMicrosPerSecond = 1e6;
+
+double seconds_since(Clock::time_point start)
+{
+    return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// --- wire ------------------------------------------------------------------
+
+void send_header(ByteStream& stream, PhaseKind kind, std::size_t size, std::uint64_t count,
+                 IoCounters& io)
+{
+    PhaseHeader h;
+    h.kind = static_cast<std::uint32_t>(kind);
+    h.size = static_cast<std::uint32_t>(size);
+    h.count = count;
+    std::array<unsigned char, kHeaderSize> bytes{};
+    std::memcpy(bytes.data(), &h, kHeaderSize);
+    write_all(stream, bytes.data(), bytes.size(), io);
+}
+
+// False once the client closed without saying done.
+bool receive_header(ByteStream& stream, PhaseHeader& h, IoCounters& io)
+{
+    std::array<unsigned char, kHeaderSize> bytes{};
+    if (!read_all_or_eof(stream, bytes.data(), bytes.size(), io))
+        return false;
+    std::memcpy(&h, bytes.data(), kHeaderSize);
+    if (h.kind > static_cast<std::uint32_t>(PhaseKind::Bandwidth))
+        throw BenchError("peer sent unknown phase kind " + std::to_string(h.kind));
+    if (h.kind != 0 && (h.size == 0 || h.size > kMaxMessageSize || h.count == 0 ||
+                        h.count > kMaxMessageCount))
+        throw BenchError("peer sent a phase header out of range (size " +
+                         std::to_string(h.size) + ", count " + std::to_string(h.count) + ")");
+    return true;
+}
+
+// --- client ----------------------------------------------------------------
+
+// One ping-pong phase; returns each round trip's one-way latency (RTT / 2,
+// µs), the figure perftest's ib_write_lat reports.
+std::vector<double> ping_pong(ByteStream& stream, std::vector<unsigned char>& buf,
+                              std::size_t size, std::uint64_t count, IoCounters& io)
+{
+    send_header(stream, PhaseKind::Latency, size, count, io);
+    std::vector<double> one_way_us;
+    one_way_us.reserve(count);
+    for (std::uint64_t i = 0; i < count; ++i) {
+        const auto start = Clock::now();
+        write_all(stream, buf.data(), size, io);
+        read_all(stream, buf.data(), size, io);
+        one_way_us.push_back(seconds_since(start) * kMicrosPerSecond / 2);
+    }
+    return one_way_us;
+}
+
+// One streaming phase; returns the seconds from the first byte written to
+// the server's ack that it read the last one.
+double stream_out(ByteStream& stream, std::vector<unsigned char>& buf, std::size_t size,
+                  std::uint64_t count, IoCounters& io)
+{
+    send_header(stream, PhaseKind::Bandwidth, size, count, io);
+    const auto start = Clock::now();
+    for (std::uint64_t i = 0; i < count; ++i)
+        write_all(stream, buf.data(), size, io);
+    unsigned char ack = 0;
+    read_all(stream, &ack, 1, io);
+    if (ack != kAckByte)
+        throw BenchError("server sent a bad bandwidth ack");
+    return seconds_since(start);
+}
+
+std::string label(const ByteStream& stream)
+{
+    return std::string("transport=") + stream.name() + " wait=" + (stream.spins() ? "spin" : "poll");
+}
+
+std::uint64_t clamp_count(double fitting, std::uint64_t low, std::uint64_t high)
+{
+    const double clamped = std::clamp(fitting, static_cast<double>(low), static_cast<double>(high));
+    return static_cast<std::uint64_t>(clamped);
+}
+
+void measure_latency(ByteStream& stream, std::vector<unsigned char>& buf, std::size_t size,
+                     const ClientPlan& plan)
+{
+    IoCounters io;
+    std::vector<double> warmup = ping_pong(stream, buf, size, kLatencyWarmupRoundTrips, io);
+    const double mean_rtt_us = 2 * summarize_latency(warmup).avg_us;
+    const std::uint64_t iters =
+        clamp_count(plan.seconds * kMicrosPerSecond / mean_rtt_us,
+                    std::min(kMinLatencyIters, plan.max_iters), plan.max_iters);
+    io = IoCounters{};
+    std::vector<double> samples = ping_pong(stream, buf, size, iters, io);
+    print_latency(label(stream), size, samples.size(), summarize_latency(samples), io.stalls);
+}
+
+void measure_bandwidth(ByteStream& stream, std::vector<unsigned char>& buf, std::size_t size,
+                       const ClientPlan& plan)
+{
+    IoCounters io;
+    const std::uint64_t warmup_count = std::max<std::uint64_t>(kBandwidthWarmupBytes / size, 2);
+    const double warmup_s = stream_out(stream, buf, size, warmup_count, io);
+    double messages_per_s = static_cast<double>(warmup_count) / warmup_s;
+    // The budget is spent in chunks, each sized from the rate measured so
+    // far: a single phase sized from the short warm-up would miss the budget
+    // by a factor of two either way. Each chunk waits for its ack, which
+    // costs one round trip per chunk, negligible at kBandwidthChunkSeconds.
+    io = IoCounters{};
+    std::uint64_t messages = 0;
+    double seconds = 0;
+    while (seconds < plan.seconds) {
+        const double chunk_s = std::min(kBandwidthChunkSeconds, plan.seconds - seconds);
+        const std::uint64_t count =
+            clamp_count(messages_per_s * chunk_s, kMinBandwidthMessages, kMaxMessageCount);
+        const double elapsed = stream_out(stream, buf, size, count, io);
+        messages += count;
+        seconds += elapsed;
+        messages_per_s = static_cast<double>(count) / elapsed;
+    }
+    print_bandwidth(label(stream), size, messages, seconds, io.stalls);
+}
+
+// Tells the server to finish and waits until it has closed, so both sides
+// are done (and the RDMA close drained) before the client exits.
+void finish(ByteStream& stream)
+{
+    IoCounters io;
+    send_header(stream, PhaseKind::Done, 0, 0, io);
+    unsigned char byte = 0;
+    if (read_all_or_eof(stream, &byte, 1, io))
+        throw BenchError("server sent data after done");
+}
+
+// --- server ----------------------------------------------------------------
+
+void echo(ByteStream& stream, std::vector<unsigned char>& buf, const PhaseHeader& h,
+          IoCounters& io)
+{
+    for (std::uint64_t i = 0; i < h.count; ++i) {
+        read_all(stream, buf.data(), h.size, io);
+        write_all(stream, buf.data(), h.size, io);
+    }
+}
+
+void sink(ByteStream& stream, std::vector<unsigned char>& buf, const PhaseHeader& h,
+          IoCounters& io)
+{
+    for (std::uint64_t i = 0; i < h.count; ++i)
+        read_all(stream, buf.data(), h.size, io);
+    write_all(stream, &kAckByte, 1, io);
+}
+
+}  // namespace
+
+void run_client(ByteStream& stream, const ClientPlan& plan)
+{
+    const std::size_t largest = *std::max_element(plan.sizes.begin(), plan.sizes.end());
+    std::vector<unsigned char> buf(largest, 0x5A);
+    for (const std::size_t size : plan.sizes) {
+        if (plan.measure == Measure::Latency)
+            measure_latency(stream, buf, size, plan);
+        else
+            measure_bandwidth(stream, buf, size, plan);
+    }
+    finish(stream);
+}
+
+void run_server(ByteStream& stream)
+{
+    std::vector<unsigned char> buf;
+    IoCounters io;
+    PhaseHeader h;
+    while (receive_header(stream, h, io) && h.kind != static_cast<std::uint32_t>(PhaseKind::Done)) {
+        buf.resize(std::max<std::size_t>(buf.size(), h.size));
+        if (h.kind == static_cast<std::uint32_t>(PhaseKind::Latency))
+            echo(stream, buf, h, io);
+        else
+            sink(stream, buf, h, io);
+    }
+}
+
+}  // namespace pg_rdma::perf

@@ -1,0 +1,153 @@
+// Blocking helpers over a non-blocking ByteStream: the one place where the
+// benchmark waits, so TCP and RDMA wait the same way.
+#include "perf/byte_stream.hpp"
+
+#include <poll.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include "perf/bench_error.hpp"
+
+namespace pg_rdma::perf {
+
+namespace {
+
+// A wait re-checks the stream after this long even without an event, so a
+// missed wakeup costs one slice (and is counted) instead of hanging the run.
+constexpr int kPollSliceMs = 1'000;
+// Nothing moved for this long: the peer or the transport is stuck.
+constexpr int kIoTimeoutMs = 30'000;
+
+// True if poll() reported an event (or was interrupted), false when the
+// slice ran out.
+bool wait_slice(int fd, short events)
+{
+    pollfd pfd{};
+    pfd.fd = fd;
+    pfd.events = events;
+    const int n = ::poll(&pfd, 1, kPollSliceMs);
+    if (n < 0 && errno != EINTR)
+        throw_errno("poll");
+    return n != 0;
+}
+
+// Tracks how long a transfer has gone without progress and waits between
+// attempts: poll() in time slices, or nothing at all when spinning.
+class Waiter {
+public:
+    Waiter(const ByteStream& stream, short events) : stream_(stream), events_(events) {}
+
+    // After an attempt that moved bytes.
+    void progressed(IoCounters& counters)
+    {
+        counters.stalls += slice_expired_ ? 1 : 0;
+        slice_expired_ = false;
+        idle_since_.reset();
+    }
+
+    // After EAGAIN; throws once nothing moved for kIoTimeoutMs.
+    void wait(const char* what)
+    {
+        const auto now = Clock::now();
+        if (!idle_since_)
+            idle_since_ = now;
+        if (now - *idle_since_ >= std::chrono::milliseconds(kIoTimeoutMs))
+            throw BenchError(std::string(what) + ": no progress for " +
+                             std::to_string(kIoTimeoutMs / 1000) + " s");
+        if (!stream_.spins() && !wait_slice(stream_.fd(), events_))
+            slice_expired_ = true;
+    }
+
+private:
+    using Clock = std::chrono::steady_clock;
+    const ByteStream& stream_;
+    short events_;
+    bool slice_expired_ = false;
+    std::optional<Clock::time_point> idle_since_;
+};
+
+// Calls `step(done)` (one read or write at offset `done`, POSIX result) until
+// `len` bytes moved or it returns 0 (end of stream); returns the bytes moved.
+// On EAGAIN waits for `events` on the stream's fd.
+template <typename Step>
+std::size_t transfer(ByteStream& stream, std::size_t len, short events, const char* what,
+                     IoCounters& counters, Step step)
+{
+    Waiter waiter(stream, events);
+    std::size_t done = 0;
+    while (done < len) {
+        const ssize_t n = step(done);
+        if (n > 0) {
+            done += static_cast<std::size_t>(n);
+            waiter.progressed(counters);
+        } else if (n == 0) {
+            return done;
+        } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+            waiter.wait(what);
+        } else {
+            throw_errno(what);
+        }
+    }
+    return done;
+}
+
+std::size_t read_some_of(ByteStream& stream, void* buf, std::size_t len, IoCounters& counters)
+{
+    auto* bytes = static_cast<unsigned char*>(buf);
+    return transfer(stream, len, POLLIN, "read", counters, [&](std::size_t done) {
+        return stream.read(bytes + done, len - done);
+    });
+}
+
+}  // namespace
+
+void throw_errno(const std::string& what)
+{
+    throw BenchError(what + ": " + std::strerror(errno));
+}
+
+void write_all(ByteStream& stream, const void* buf, std::size_t len, IoCounters& counters)
+{
+    const auto* bytes = static_cast<const unsigned char*>(buf);
+    const std::size_t done =
+        transfer(stream, len, stream.write_ready_events(), "write", counters,
+                 [&](std::size_t offset) { return stream.write(bytes + offset, len - offset); });
+    if (done != len)
+        throw BenchError("write: the stream accepted 0 bytes");
+}
+
+void read_all(ByteStream& stream, void* buf, std::size_t len, IoCounters& counters)
+{
+    if (read_some_of(stream, buf, len, counters) != len)
+        throw BenchError("read: the peer closed the stream early");
+}
+
+bool read_all_or_eof(ByteStream& stream, void* buf, std::size_t len, IoCounters& counters)
+{
+    const std::size_t got = read_some_of(stream, buf, len, counters);
+    if (got == 0)
+        return false;
+    if (got != len)
+        throw BenchError("read: the peer closed the stream in the middle of a message");
+    return true;
+}
+
+bool wait_readable(int fd, int timeout_ms)
+{
+    pollfd pfd{};
+    pfd.fd = fd;
+    pfd.events = POLLIN;
+    for (;;) {
+        const int n = ::poll(&pfd, 1, timeout_ms);
+        if (n >= 0)
+            return n > 0;
+        if (errno != EINTR)
+            throw_errno("poll");
+    }
+}
+
+}  // namespace pg_rdma::perf

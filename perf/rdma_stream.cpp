@@ -1,0 +1,102 @@
+#include "perf/rdma_stream.hpp"
+
+#include <poll.h>
+
+#include <cstdio>
+#include <utility>
+
+#include "perf/bench_error.hpp"
+#include "perf/bench_report.hpp"
+#include "protocol/control.hpp"
+#include "transport/rdma_setup.hpp"
+
+namespace pg_rdma::perf {
+
+namespace {
+
+namespace tp = pg_rdma::transport;
+
+class RdmaStream final : public ByteStream {
+public:
+    explicit RdmaStream(std::unique_ptr<tp::Connection> conn) : conn_(std::move(conn)) {}
+
+    ssize_t read(void* buf, std::size_t len) override { return conn_->read(buf, len); }
+    ssize_t write(const void* buf, std::size_t len) override { return conn_->write(buf, len); }
+    [[nodiscard]] int fd() const override { return conn_->fd(); }
+    // RDMA has no POLLOUT: POLLIN on fd() also means "retry the write".
+    [[nodiscard]] short write_ready_events() const override { return POLLIN; }
+    [[nodiscard]] const char* name() const override { return "rdma"; }
+    [[nodiscard]] std::string stats_fields() const override;
+
+private:
+    std::unique_ptr<tp::Connection> conn_;
+};
+
+std::string RdmaStream::stats_fields() const
+{
+    const tp::ConnectionStats s = conn_->stats();
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "bytes_sent=%llu writes_posted=%llu control_sent=%llu control_received=%llu "
+                  "write_blocked=%llu",
+                  static_cast<unsigned long long>(s.bytes_sent),
+                  static_cast<unsigned long long>(s.writes_posted),
+                  static_cast<unsigned long long>(s.control_sent),
+                  static_cast<unsigned long long>(s.control_received),
+                  static_cast<unsigned long long>(s.write_blocked));
+    return buf;
+}
+
+// The benchmark measures the transport as shipped: default settings.
+tp::Settings bench_settings()
+{
+    return tp::Settings{};
+}
+
+}  // namespace
+
+std::unique_ptr<ByteStream> rdma_accept_one(const Endpoint& at, const protocol::Nonce& nonce,
+                                            int accept_timeout_ms)
+{
+    tp::Error err;
+    const auto listener = tp::Listener::create(at.sa(), bench_settings(), err);
+    if (!listener)
+        throw BenchError("rdma listen: " + err.message);
+    print_listening("rdma", port_of(listener->local_address()));
+    if (!wait_readable(listener->fd(), accept_timeout_ms))
+        throw BenchError("rdma accept: no client within " +
+                         std::to_string(accept_timeout_ms / 1000) + " s");
+    auto conn = listener->accept(nonce, nullptr, err);
+    if (!conn)
+        throw BenchError("rdma accept: " + err.message);
+    return std::make_unique<RdmaStream>(std::move(conn));
+}
+
+std::unique_ptr<ByteStream> rdma_connect(const Endpoint& to, const protocol::Nonce& nonce)
+{
+    tp::Error err;
+    auto conn = tp::connect(to.sa(), nonce, bench_settings(), err);
+    if (!conn)
+        throw BenchError("rdma connect: " + err.message);
+    return std::make_unique<RdmaStream>(std::move(conn));
+}
+
+std::string rdma_settings_line()
+{
+    const tp::Settings s = bench_settings();
+    // What one connection registers: the RX ring the peer writes into, the
+    // TX staging buffer, and one control slot per receive credit and per
+    // send queue entry (settings.hpp).
+    const std::size_t control_slots = std::size_t{s.credits} + s.send_queue_depth;
+    const std::size_t pinned = std::size_t{s.rx_buffer_size} + s.tx_buffer_size +
+                               control_slots * protocol::kControlMessageSize;
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "settings transport=rdma rx_buffer_size=%u tx_buffer_size=%u credits=%u "
+                  "send_queue_depth=%u control_message_size=%zu pinned_bytes=%zu",
+                  s.rx_buffer_size, s.tx_buffer_size, unsigned{s.credits},
+                  unsigned{s.send_queue_depth}, protocol::kControlMessageSize, pinned);
+    return buf;
+}
+
+}  // namespace pg_rdma::perf

@@ -1,0 +1,25 @@
+// The pg_rdma transport (transport/) as a ByteStream: the figures labelled
+// "ours". Built only when the transport library is (perf/meson.build).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "perf/byte_stream.hpp"
+#include "perf/endpoint.hpp"
+#include "protocol/upgrade.hpp"
+
+namespace pg_rdma::perf {
+
+// Listens with rdma_cm on `at`, prints "listening transport=rdma port=N",
+// accepts one client presenting `nonce` (waiting at most
+// `accept_timeout_ms`) and stops listening.
+std::unique_ptr<ByteStream> rdma_accept_one(const Endpoint& at, const protocol::Nonce& nonce,
+                                            int accept_timeout_ms);
+std::unique_ptr<ByteStream> rdma_connect(const Endpoint& to, const protocol::Nonce& nonce);
+
+// "settings ..." line: the transport's default Settings, which the benchmark
+// uses, and the memory they pin per connection.
+std::string rdma_settings_line();
+
+}  // namespace pg_rdma::perf

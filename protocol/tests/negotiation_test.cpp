@@ -1,0 +1,183 @@
+// Server-side negotiation: version, features and keepalive are merged by the
+// rules in negotiation.hpp; invalid offers are refused with BadParameters.
+#include <catch2/catch.hpp>
+
+#include "protocol/negotiation.hpp"
+#include "samples.hpp"
+
+using namespace pg_rdma::protocol;
+using pg_rdma::protocol::test::sample_offer;
+
+namespace {
+
+FeatureOffer offer_with_versions(std::uint8_t min, std::uint8_t max) {
+    FeatureOffer o = sample_offer();
+    o.min_version = min;
+    o.max_version = max;
+    return o;
+}
+
+FeatureOffer offer_with_features(std::uint64_t features) {
+    FeatureOffer o = sample_offer();
+    o.features = features;
+    return o;
+}
+
+FeatureOffer offer_with_keepalive(std::uint32_t interval_ms, std::uint32_t timeout_ms) {
+    FeatureOffer o = sample_offer();
+    o.keepalive_interval_ms = interval_ms;
+    o.keepalive_timeout_ms = timeout_ms;
+    return o;
+}
+
+// A refusal describes the server's offer.
+void check_refusal(const FeatureAgreement& a, NegotiationStatus status, const FeatureOffer& server) {
+    CHECK(a.status == status);
+    CHECK(a.version == server.max_version);
+    CHECK(a.credits == server.credits);
+    CHECK(a.features == server.features);
+    CHECK(a.rx_buffer_size == server.rx_buffer_size);
+    CHECK(a.keepalive_interval_ms == server.keepalive_interval_ms);
+    CHECK(a.keepalive_timeout_ms == server.keepalive_timeout_ms);
+}
+
+}  // namespace
+
+TEST_CASE("validate_offer accepts the limits themselves") {
+    CHECK(validate_offer(sample_offer()).empty());
+    CHECK(validate_offer({1, 1, kMinCredits, 0, kMinRxBufferSize, kMinKeepaliveIntervalMs,
+                          2 * kMinKeepaliveIntervalMs})
+              .empty());
+    CHECK(validate_offer({1, 255, kMaxCredits, ~0ull, kMaxRxBufferSize, kMaxKeepaliveIntervalMs,
+                          kMaxKeepaliveTimeoutMs})
+              .empty());
+}
+
+TEST_CASE("validate_offer names the first field out of range") {
+    FeatureOffer o = sample_offer();
+    o.max_version = 0;
+    CHECK(validate_offer(o) == "feature parameters: bad version range");
+    o = sample_offer();
+    o.credits = kMaxCredits + 1;
+    CHECK(validate_offer(o) == "feature parameters: credits out of range");
+    o = sample_offer();
+    o.rx_buffer_size = kMinRxBufferSize / 2;
+    CHECK(validate_offer(o) == "feature parameters: rx_buffer_size out of range");
+    o = sample_offer();
+    o.rx_buffer_size = kMinRxBufferSize * 3 / 2;
+    CHECK(validate_offer(o) == "feature parameters: rx_buffer_size not a multiple of 4 KiB");
+    CHECK(validate_offer(offer_with_keepalive(kMinKeepaliveIntervalMs - 1, 1000)) ==
+          "feature parameters: keepalive interval out of range");
+    CHECK(validate_offer(offer_with_keepalive(1000, kMaxKeepaliveTimeoutMs + 1)) ==
+          "feature parameters: keepalive timeout out of range");
+    CHECK(validate_offer(offer_with_keepalive(1000, 1999)) ==
+          "feature parameters: keepalive timeout shorter than twice the interval");
+}
+
+TEST_CASE("two identical offers agree on everything they offer") {
+    const FeatureAgreement a = negotiate(sample_offer(), sample_offer());
+    CHECK(a.status == NegotiationStatus::Ok);
+    CHECK(a.version == kMaxProtocolVersion);
+    CHECK(a.features == kSupportedFeatures);
+    CHECK(a.keepalive_interval_ms == sample_offer().keepalive_interval_ms);
+    CHECK(a.keepalive_timeout_ms == sample_offer().keepalive_timeout_ms);
+}
+
+TEST_CASE("the highest version both ranges contain is chosen") {
+    CHECK(negotiate(offer_with_versions(1, 3), offer_with_versions(1, 2)).version == 2);
+    CHECK(negotiate(offer_with_versions(2, 5), offer_with_versions(1, 3)).version == 3);
+    CHECK(negotiate(offer_with_versions(1, 1), offer_with_versions(1, 9)).version == 1);
+    CHECK(negotiate(offer_with_versions(4, 4), offer_with_versions(2, 4)).version == 4);
+}
+
+TEST_CASE("ranges that do not meet have no common version") {
+    const FeatureOffer server = offer_with_versions(1, 1);
+    check_refusal(negotiate(offer_with_versions(2, 3), server), NegotiationStatus::NoCommonVersion, server);
+    const FeatureOffer newer_server = offer_with_versions(3, 4);
+    check_refusal(negotiate(offer_with_versions(1, 2), newer_server), NegotiationStatus::NoCommonVersion,
+                  newer_server);
+}
+
+TEST_CASE("feature bits unknown to either side drop out of the agreement") {
+    constexpr std::uint64_t kUnknown = (1ull << 40) | (1ull << 63);
+    const FeatureAgreement a =
+        negotiate(offer_with_features(kSupportedFeatures | kUnknown), offer_with_features(kSupportedFeatures));
+    CHECK(a.status == NegotiationStatus::Ok);
+    CHECK(a.features == kSupportedFeatures);
+    // Even when both sides claim them, this build does not agree to bits it
+    // does not know.
+    const FeatureAgreement both = negotiate(offer_with_features(kSupportedFeatures | kUnknown),
+                                            offer_with_features(kSupportedFeatures | kUnknown));
+    CHECK(both.features == kSupportedFeatures);
+}
+
+TEST_CASE("an optional feature only one side offers is left out") {
+    const FeatureAgreement a = negotiate(offer_with_features(kRequiredFeatures), sample_offer());
+    CHECK(a.status == NegotiationStatus::Ok);
+    CHECK(a.features == kRequiredFeatures);
+    CHECK((a.features & feature::kKeepalive) == 0);
+}
+
+TEST_CASE("a required feature missing on either side fails the negotiation") {
+    const FeatureOffer server = sample_offer();
+    check_refusal(negotiate(offer_with_features(kSupportedFeatures & ~feature::kRingCredits), server),
+                  NegotiationStatus::MissingRequiredFeature, server);
+    const FeatureOffer poor_server = offer_with_features(kSupportedFeatures & ~feature::kOrderlyClose);
+    check_refusal(negotiate(sample_offer(), poor_server), NegotiationStatus::MissingRequiredFeature,
+                  poor_server);
+    check_refusal(negotiate(offer_with_features(0), server), NegotiationStatus::MissingRequiredFeature, server);
+}
+
+TEST_CASE("keepalive takes the shorter interval and the longer timeout") {
+    const FeatureAgreement a = negotiate(offer_with_keepalive(1000, 10000), offer_with_keepalive(500, 3000));
+    CHECK(a.status == NegotiationStatus::Ok);
+    CHECK(a.keepalive_interval_ms == 500);
+    CHECK(a.keepalive_timeout_ms == 10000);
+    const FeatureAgreement b = negotiate(offer_with_keepalive(20, 40), offer_with_keepalive(60000, 120000));
+    CHECK(b.keepalive_interval_ms == 20);
+    CHECK(b.keepalive_timeout_ms == 120000);
+    CHECK(b.keepalive_timeout_ms >= 2 * b.keepalive_interval_ms);
+}
+
+TEST_CASE("credits and RX buffer size in the agreement are the server's own") {
+    FeatureOffer client = sample_offer();
+    client.credits = kMinCredits;
+    client.rx_buffer_size = kMinRxBufferSize;
+    FeatureOffer server = sample_offer();
+    server.credits = kMaxCredits;
+    server.rx_buffer_size = kMaxRxBufferSize;
+    const FeatureAgreement a = negotiate(client, server);
+    CHECK(a.credits == kMaxCredits);
+    CHECK(a.rx_buffer_size == kMaxRxBufferSize);
+}
+
+TEST_CASE("an invalid offer from either side is refused as bad parameters") {
+    const FeatureOffer server = sample_offer();
+    FeatureOffer client = sample_offer();
+    client.credits = 0;
+    check_refusal(negotiate(client, server), NegotiationStatus::BadParameters, server);
+    client = offer_with_keepalive(1000, 1000);
+    check_refusal(negotiate(client, server), NegotiationStatus::BadParameters, server);
+    FeatureOffer bad_server = sample_offer();
+    bad_server.rx_buffer_size = 12345;
+    check_refusal(negotiate(sample_offer(), bad_server), NegotiationStatus::BadParameters, bad_server);
+    // Bad parameters win over the other failures: nothing else is looked at.
+    FeatureOffer hopeless = offer_with_versions(7, 7);
+    hopeless.features = 0;
+    hopeless.rx_buffer_size = 0;
+    check_refusal(negotiate(hopeless, server), NegotiationStatus::BadParameters, server);
+}
+
+TEST_CASE("an agreement reached by negotiate passes the client's check") {
+    const FeatureOffer clients[] = {sample_offer(), offer_with_keepalive(20, 86'400'000),
+                                    offer_with_features(kRequiredFeatures), offer_with_versions(1, 200)};
+    const FeatureOffer servers[] = {sample_offer(), offer_with_keepalive(3'600'000, 7'200'000),
+                                    offer_with_features(~0ull)};
+    for (const FeatureOffer& c : clients) {
+        for (const FeatureOffer& s : servers) {
+            const FeatureAgreement a = negotiate(c, s);
+            REQUIRE(a.status == NegotiationStatus::Ok);
+            CHECK(check_agreement(c, a).empty());
+        }
+    }
+}

@@ -1,0 +1,26 @@
+# Sourced by scripts/*: where things are, and how to configure and build.
+
+PG_RDMA_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+PG_RDMA_BUILD=${PG_RDMA_BUILD:-$PG_RDMA_ROOT/build}
+PG_RDMA_FUZZ_BUILD=${PG_RDMA_FUZZ_BUILD:-$PG_RDMA_ROOT/build-fuzz}
+
+# build_project [WERROR]: configure once (later runs only rebuild), then compile.
+build_project() {
+  local werror=${1:-false}
+  if [ ! -f "$PG_RDMA_BUILD/build.ninja" ]; then
+    meson setup "$PG_RDMA_BUILD" "$PG_RDMA_ROOT" -Dwerror="$werror" >/dev/null
+  else
+    meson configure "$PG_RDMA_BUILD" -Dwerror="$werror" >/dev/null
+  fi
+  meson compile -C "$PG_RDMA_BUILD" | grep -vE '^\[[0-9]+/[0-9]+\]|^ninja: (Entering|no work)|^INFO: autodetecting' || true
+  return "${PIPESTATUS[0]}"
+}
+
+# The fuzzers need clang's libFuzzer runtime, so they live in a build of their own.
+build_fuzzers() {
+  if [ ! -f "$PG_RDMA_FUZZ_BUILD/build.ninja" ]; then
+    CXX=clang++ meson setup "$PG_RDMA_FUZZ_BUILD" "$PG_RDMA_ROOT" -Dfuzz=true -Dwerror=true >/dev/null
+  fi
+  meson compile -C "$PG_RDMA_FUZZ_BUILD" | grep -vE '^\[[0-9]+/[0-9]+\]|^ninja: (Entering|no work)|^INFO: autodetecting' || true
+  return "${PIPESTATUS[0]}"
+}

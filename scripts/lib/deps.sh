@@ -1,0 +1,39 @@
+# Sourced by scripts/demo, scripts/test, scripts/bench and regress/rxe-guest.
+# ensure_packages GROUP... installs the Debian 12 packages of each group that
+# are missing, and prints nothing when there is nothing to do.
+
+# What each group is for (README.md "Dependencies" says it for people):
+PKGS_BUILD="meson ninja-build pkg-config g++ libibverbs-dev librdmacm-dev libssl-dev
+  libfmt-dev libspdlog-dev catch2 postgresql-server-dev-15 libpq-dev"
+PKGS_FUZZ="clang libclang-rt-14-dev"
+PKGS_GUEST="qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2 cpio gzip
+  xz-utils rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest"
+PKGS_PG="postgresql-15 postgresql-client-15"
+
+ensure_packages() {
+  local group pkg missing=()
+  for group in "$@"; do
+    local var="PKGS_${group^^}"
+    for pkg in ${!var}; do
+      dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || missing+=("$pkg")
+    done
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" != 0 ]; then
+    echo "pg_rdma: missing Debian packages: ${missing[*]}" >&2
+    echo "pg_rdma: run as root, or install them with: sudo apt-get install ${missing[*]}" >&2
+    return 1
+  fi
+  echo "pg_rdma: installing ${missing[*]}" >&2
+  local apt=(apt-get -y -q --no-install-recommends -o DPkg::Lock::Timeout=600)
+  export DEBIAN_FRONTEND=noninteractive
+  # A fresh machine has no package lists yet; update once, then install.
+  if ! "${apt[@]}" install "${missing[@]}" >/tmp/pg_rdma-apt.log 2>&1; then
+    apt-get -q -o DPkg::Lock::Timeout=600 update >>/tmp/pg_rdma-apt.log 2>&1 &&
+      "${apt[@]}" install "${missing[@]}" >>/tmp/pg_rdma-apt.log 2>&1 || {
+        echo "pg_rdma: apt-get install failed; see /tmp/pg_rdma-apt.log" >&2
+        tail -n 20 /tmp/pg_rdma-apt.log >&2
+        return 1
+      }
+  fi
+}

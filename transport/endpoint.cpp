@@ -1,0 +1,164 @@
+#include "transport/endpoint.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace pg_rdma::transport {
+namespace {
+
+constexpr std::size_t kSlotBytes = protocol::kControlMessageSize;
+
+bool set_nonblocking(int fd) {
+    const int flags = fcntl(fd, F_GETFL);
+    return flags >= 0 && fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0;
+}
+
+std::size_t local_bytes(const Settings& s) {
+    return s.tx_buffer_size + (std::size_t{s.credits} + s.send_queue_depth) * kSlotBytes;
+}
+
+}  // namespace
+
+std::size_t Endpoint::pinned_bytes(const Settings& s) { return s.rx_buffer_size + local_bytes(s); }
+
+std::unique_ptr<Endpoint> Endpoint::create(CmChannelPtr channel, CmIdPtr id, const Settings& settings,
+                                           Error& err) {
+    if (!check_memlock(pinned_bytes(settings), err)) return nullptr;
+    std::unique_ptr<Endpoint> ep(new Endpoint(settings));
+    ep->cm_channel_ = std::move(channel);
+    ep->id_ = std::move(id);
+    if (!ep->create_queues(err) || !ep->create_buffers(err) || !ep->post_all_receives(err))
+        return nullptr;
+    return ep;
+}
+
+Endpoint::~Endpoint() = default;
+
+bool Endpoint::create_queues(Error& err) {
+    ibv_context* ctx = id_->verbs;
+    if (ctx == nullptr) return fail(err, ENODEV, "rdma_cm id has no RDMA device (address not on an RDMA port)");
+    pd_.reset(ibv_alloc_pd(ctx));
+    if (!pd_) return fail_errno(err, errno ? errno : ENOMEM, "ibv_alloc_pd");
+    comp_channel_.reset(ibv_create_comp_channel(ctx));
+    if (!comp_channel_) return fail_errno(err, errno ? errno : ENOMEM, "ibv_create_comp_channel");
+    if (!set_nonblocking(comp_channel_->fd)) return fail_errno(err, errno, "fcntl(completion channel, O_NONBLOCK)");
+    const int cq_size = settings_.credits + settings_.send_queue_depth;
+    cq_.reset(ibv_create_cq(ctx, cq_size, nullptr, comp_channel_.get(), 0));
+    if (!cq_) return fail_errno(err, errno ? errno : ENOMEM, fmt::format("ibv_create_cq({} entries)", cq_size));
+    if (int rc = ibv_req_notify_cq(cq_.get(), 0); rc != 0) return fail_errno(err, rc, "ibv_req_notify_cq");
+
+    ibv_qp_init_attr attr{};
+    attr.send_cq = cq_.get();
+    attr.recv_cq = cq_.get();
+    attr.qp_type = IBV_QPT_RC;
+    attr.sq_sig_all = 0;  // selective signalling, see send_queue.hpp
+    attr.cap.max_send_wr = settings_.send_queue_depth;
+    attr.cap.max_recv_wr = settings_.credits;
+    attr.cap.max_send_sge = 1;
+    attr.cap.max_recv_sge = 1;
+    if (rdma_create_qp(id_.get(), pd_.get(), &attr) != 0) return fail_errno(err, errno, "rdma_create_qp");
+    qp_ = CmQp(id_.get());
+    return true;
+}
+
+bool Endpoint::create_buffers(Error& err) {
+    constexpr int kRemoteWritable = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+    return PinnedBuffer::create(pd_.get(), settings_.rx_buffer_size, kRemoteWritable, "RX ring", rx_ring_, err) &&
+           PinnedBuffer::create(pd_.get(), local_bytes(settings_), IBV_ACCESS_LOCAL_WRITE,
+                                "TX staging and control slots", local_, err);
+}
+
+bool Endpoint::post_all_receives(Error& err) {
+    for (std::uint32_t slot = 0; slot < settings_.credits; ++slot)
+        if (!post_recv(slot)) return fail_errno(err, errno, "ibv_post_recv");
+    return true;
+}
+
+const std::uint8_t* Endpoint::control_rx_slot(std::uint32_t slot) const {
+    return local_.data() + settings_.tx_buffer_size + std::size_t{slot} * kSlotBytes;
+}
+
+std::uint8_t* Endpoint::control_tx_slot(std::uint32_t slot) const {
+    return local_.data() + settings_.tx_buffer_size + std::size_t{settings_.credits} * kSlotBytes +
+           std::size_t{slot} * kSlotBytes;
+}
+
+protocol::XferMemory Endpoint::rx_ring_announcement() const {
+    return {rx_ring_.rkey(), reinterpret_cast<std::uintptr_t>(rx_ring_.data()), settings_.rx_buffer_size};
+}
+
+bool Endpoint::post_recv(std::uint32_t slot) {
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(control_rx_slot(slot)), kSlotBytes, local_.lkey()};
+    ibv_recv_wr wr{};
+    wr.wr_id = kRecvWrFlag | slot;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    if (int rc = ibv_post_recv(qp_.get(), &wr, &bad); rc != 0) {
+        errno = rc;
+        return false;
+    }
+    return true;
+}
+
+bool Endpoint::post_send(ibv_send_wr& wr) {
+    ibv_send_wr* bad = nullptr;
+    if (int rc = ibv_post_send(qp_.get(), &wr, &bad); rc != 0) {
+        errno = rc;
+        return false;
+    }
+    return true;
+}
+
+bool Endpoint::post_write_imm(std::uint32_t staging_offset, std::uint32_t len, std::uint64_t remote_addr,
+                              std::uint32_t rkey, std::uint32_t imm, std::uint64_t wr_id, bool signalled) {
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(local_.data() + staging_offset), len, local_.lkey()};
+    ibv_send_wr wr{};
+    wr.wr_id = wr_id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.send_flags = signalled ? IBV_SEND_SIGNALED : 0;
+    wr.imm_data = htonl(imm);
+    wr.wr.rdma.remote_addr = remote_addr;
+    wr.wr.rdma.rkey = rkey;
+    return post_send(wr);
+}
+
+bool Endpoint::post_control(std::uint32_t slot, const protocol::ControlBytes& bytes, std::uint64_t wr_id,
+                            bool signalled) {
+    std::uint8_t* buf = control_tx_slot(slot);
+    std::memcpy(buf, bytes.data(), bytes.size());
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf), kSlotBytes, local_.lkey()};
+    ibv_send_wr wr{};
+    wr.wr_id = wr_id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = signalled ? IBV_SEND_SIGNALED : 0;
+    return post_send(wr);
+}
+
+int Endpoint::poll(std::span<ibv_wc> out) {
+    return ibv_poll_cq(cq_.get(), static_cast<int>(out.size()), out.data());
+}
+
+bool Endpoint::rearm() {
+    unsigned events = 0;
+    ibv_cq* cq = nullptr;
+    void* ctx = nullptr;
+    while (ibv_get_cq_event(comp_channel_.get(), &cq, &ctx) == 0) ++events;
+    if (events > 0) ibv_ack_cq_events(cq_.get(), events);
+    if (int rc = ibv_req_notify_cq(cq_.get(), 0); rc != 0) {
+        errno = rc;
+        return false;
+    }
+    return true;
+}
+
+}  // namespace pg_rdma::transport

@@ -1,0 +1,86 @@
+// The verbs resources of one connection and the work requests posted on
+// them. No stream logic lives here: Endpoint posts and polls, StreamState
+// (stream_state.hpp) decides what to post.
+//
+// Memory layout (two registrations, so only the RX ring is remotely writable):
+//   rx_ring_  LOCAL_WRITE | REMOTE_WRITE, rx_buffer_size bytes: the peer's
+//             RDMA WRITEs land here; its rkey goes out in RegisterXferMemory
+//   local_    LOCAL_WRITE only:
+//               [ TX staging | control RX slots (credits x 32 B) |
+//                 control TX slots (send_queue_depth x 32 B) ]
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "protocol/control.hpp"
+#include "transport/error.hpp"
+#include "transport/pinned_buffer.hpp"
+#include "transport/settings.hpp"
+#include "transport/verbs_raii.hpp"
+
+namespace pg_rdma::transport {
+
+// Bits of wr_id: receive WRs carry their slot, send WRs their sequence number.
+inline constexpr std::uint64_t kRecvWrFlag = 1ull << 63;
+
+class Endpoint {
+public:
+    // Takes an id whose route is resolved (active side) or that came with a
+    // CONNECT_REQUEST (passive side), with the event channel it reports to.
+    // Creates everything and posts every receive, ready for rdma_connect or
+    // rdma_accept. Checks RLIMIT_MEMLOCK first.
+    static std::unique_ptr<Endpoint> create(CmChannelPtr channel, CmIdPtr id,
+                                            const Settings& settings, Error& err);
+    ~Endpoint();
+    Endpoint(const Endpoint&) = delete;
+    Endpoint& operator=(const Endpoint&) = delete;
+
+    // Pinned bytes a connection with these settings needs.
+    static std::size_t pinned_bytes(const Settings& settings);
+
+    bool post_recv(std::uint32_t slot);
+    bool post_write_imm(std::uint32_t staging_offset, std::uint32_t len, std::uint64_t remote_addr,
+                        std::uint32_t rkey, std::uint32_t imm, std::uint64_t wr_id, bool signalled);
+    bool post_control(std::uint32_t slot, const protocol::ControlBytes& bytes, std::uint64_t wr_id,
+                      bool signalled);
+
+    // Non-blocking: returns how many completions were written into `out`.
+    int poll(std::span<ibv_wc> out);
+    // Consumes completion-channel events and re-arms the CQ. Call poll()
+    // again afterwards: completions that raced with the re-arm are there.
+    bool rearm();
+
+    [[nodiscard]] rdma_cm_id* id() const { return id_.get(); }
+    [[nodiscard]] rdma_event_channel* cm_channel() const { return cm_channel_.get(); }
+    [[nodiscard]] int completion_fd() const { return comp_channel_->fd; }
+
+    [[nodiscard]] std::uint8_t* rx_ring() const { return rx_ring_.data(); }
+    [[nodiscard]] std::uint8_t* staging() const { return local_.data(); }
+    [[nodiscard]] const std::uint8_t* control_rx_slot(std::uint32_t slot) const;
+    [[nodiscard]] protocol::XferMemory rx_ring_announcement() const;
+    [[nodiscard]] const Settings& settings() const { return settings_; }
+
+private:
+    explicit Endpoint(const Settings& settings) : settings_(settings) {}
+    bool create_queues(Error& err);
+    bool create_buffers(Error& err);
+    bool post_all_receives(Error& err);
+    bool post_send(ibv_send_wr& wr);
+    [[nodiscard]] std::uint8_t* control_tx_slot(std::uint32_t slot) const;
+
+    Settings settings_;
+    // Declaration order is creation order; members are destroyed in reverse
+    // (QP first, event channel last), see verbs_raii.hpp.
+    CmChannelPtr cm_channel_;
+    CmIdPtr id_;
+    PdPtr pd_;
+    CompChannelPtr comp_channel_;
+    CqPtr cq_;
+    PinnedBuffer rx_ring_;
+    PinnedBuffer local_;
+    CmQp qp_;
+};
+
+}  // namespace pg_rdma::transport

@@ -1,0 +1,53 @@
+// The one pollable descriptor of a connection: an epoll instance holding
+// the completion channel, the rdma_cm event channel, a keepalive timerfd and
+// an eventfd. The eventfd makes readiness level-triggered: the connection
+// keeps it signalled while read() or write() has something to do (buffered
+// bytes, EOF, an error, a freed-up write), which completion events alone,
+// being one-shot, cannot express.
+#pragma once
+
+#include <chrono>
+
+#include "transport/error.hpp"
+
+namespace pg_rdma::transport {
+
+class FileDescriptor {
+public:
+    FileDescriptor() = default;
+    explicit FileDescriptor(int fd) : fd_(fd) {}
+    ~FileDescriptor();
+    FileDescriptor(FileDescriptor&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+    FileDescriptor& operator=(FileDescriptor&& o) noexcept;
+    FileDescriptor(const FileDescriptor&) = delete;
+    FileDescriptor& operator=(const FileDescriptor&) = delete;
+    [[nodiscard]] int get() const { return fd_; }
+    [[nodiscard]] bool valid() const { return fd_ >= 0; }
+
+private:
+    int fd_ = -1;
+};
+
+class EventSet {
+public:
+    // `completion_fd` and `cm_fd` must already be non-blocking.
+    bool init(int completion_fd, int cm_fd, std::chrono::milliseconds tick, Error& err);
+
+    [[nodiscard]] int fd() const { return epoll_.get(); }
+    // Keeps fd() readable until set_ready(false).
+    void set_ready(bool ready);
+    // Changes the keepalive tick period (after negotiation).
+    bool set_tick(std::chrono::milliseconds tick);
+    // True when the keepalive timer fired since the last call.
+    bool take_tick();
+    // Waits until fd() is readable or `timeout` passes; false on timeout.
+    bool wait(std::chrono::milliseconds timeout) const;
+
+private:
+    FileDescriptor epoll_;
+    FileDescriptor wake_;   // eventfd
+    FileDescriptor timer_;  // timerfd, periodic keepalive tick
+    bool ready_ = false;
+};
+
+}  // namespace pg_rdma::transport

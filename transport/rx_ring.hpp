@@ -1,0 +1,68 @@
+// Receiver-side accounting of the RX ring the peer writes into.
+//
+// All counters are cumulative byte counts since the connection started, so
+// positions in the ring are `count % size` and no counter ever wraps in
+// practice (2^64 bytes). Invariant: announced <= consumed <= produced and
+// produced - consumed <= size. The sender never lets one write cross the
+// end of the ring, and on_write() rejects a peer that does.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+namespace pg_rdma::transport {
+
+class RxRing {
+public:
+    // A CreditUpdate is due once this fraction of the ring has been consumed
+    // since the last one: a quarter keeps a steady stream flowing (the writer
+    // always sees at least 3/4 of the ring minus unread bytes) without
+    // sending a control message per read.
+    static constexpr std::uint32_t kAnnounceFraction = 4;
+
+    explicit RxRing(std::uint32_t size) : size_(size) {}
+
+    // The peer wrote `len` bytes at offset produced % size. False when that
+    // is not a write an honest peer can make (empty, overflow, crosses the end).
+    [[nodiscard]] bool on_write(std::uint32_t len) {
+        if (len == 0 || len > size_ - unread()) return false;
+        if (write_offset() + len > size_) return false;
+        produced_ += len;
+        return true;
+    }
+
+    [[nodiscard]] std::uint64_t unread() const { return produced_ - consumed_; }
+    [[nodiscard]] std::uint32_t read_offset() const { return offset(consumed_); }
+    [[nodiscard]] std::uint32_t write_offset() const { return offset(produced_); }
+    // Bytes readable in one copy, from read_offset().
+    [[nodiscard]] std::uint32_t contiguous_unread() const {
+        return static_cast<std::uint32_t>(std::min<std::uint64_t>(unread(), size_ - read_offset()));
+    }
+
+    void consume(std::uint32_t n) { consumed_ += std::min<std::uint64_t>(n, unread()); }
+
+    [[nodiscard]] bool announce_due() const {
+        return consumed_ - announced_ >= size_ / kAnnounceFraction;
+    }
+    // The value to put in CreditUpdate.rx_consumed; records it as announced.
+    std::uint64_t take_announcement() {
+        announced_ = consumed_;
+        return consumed_;
+    }
+
+    [[nodiscard]] std::uint64_t produced() const { return produced_; }
+    [[nodiscard]] std::uint64_t consumed() const { return consumed_; }
+    [[nodiscard]] std::uint32_t size() const { return size_; }
+
+private:
+    [[nodiscard]] std::uint32_t offset(std::uint64_t count) const {
+        return static_cast<std::uint32_t>(count % size_);
+    }
+
+    std::uint32_t size_;
+    std::uint64_t produced_ = 0;   // bytes the peer has written
+    std::uint64_t consumed_ = 0;   // bytes the application has read
+    std::uint64_t announced_ = 0;  // consumed value last sent to the peer
+};
+
+}  // namespace pg_rdma::transport

@@ -1,0 +1,125 @@
+// The engine behind Connection: the byte stream protocol over an Endpoint.
+//
+//   stream.cpp            read / write / shutdown / close
+//   stream_datapath.cpp   completions, control messages, posting
+//   stream_handshake.cpp  feature negotiation and RX ring exchange
+//
+// All accounting lives in the small pure classes it composes (rx_ring.hpp,
+// tx_window.hpp, credits.hpp, send_queue.hpp, keepalive.hpp), each unit
+// tested on the host; this class only sequences them around verbs calls.
+#pragma once
+
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "protocol/control.hpp"
+#include "transport/connection.hpp"
+#include "transport/credits.hpp"
+#include "transport/endpoint.hpp"
+#include "transport/event_set.hpp"
+#include "transport/keepalive.hpp"
+#include "transport/rx_ring.hpp"
+#include "transport/send_queue.hpp"
+#include "transport/tx_window.hpp"
+
+namespace pg_rdma::transport {
+
+enum class Role { Active, Passive };
+
+class Stream {
+public:
+    using Clock = std::chrono::steady_clock;
+
+    // Takes a connected endpoint (ESTABLISHED), negotiates and exchanges RX
+    // rings within `deadline`. Returns nullptr with `err` filled on failure.
+    static std::unique_ptr<Stream> establish(std::unique_ptr<Endpoint> endpoint, Role role,
+                                             Clock::time_point deadline, Error& err);
+    ~Stream();
+
+    ssize_t read(void* buf, std::size_t len);
+    ssize_t writev(const iovec* iov, int iovcnt);
+    int shutdown_write();
+    int close();
+    [[nodiscard]] int fd() const { return events_.fd(); }
+    bool readable();
+    [[nodiscard]] const ConnectionStats& stats() const { return stats_; }
+
+private:
+    explicit Stream(std::unique_ptr<Endpoint> endpoint);
+
+    // --- handshake (stream_handshake.cpp)
+    // Each side moves through these phases; messages out of turn are EPROTO.
+    enum class Phase { AwaitOffer, AwaitAgreement, AwaitRing, Established };
+    bool run_handshake(Role role, Clock::time_point deadline, Error& err);
+    bool on_offer(const protocol::FeatureOffer& offer);
+    bool on_agreement(const protocol::FeatureAgreement& agreed);
+    bool on_peer_ring(const protocol::XferMemory& ring);
+    bool apply_agreement(const protocol::FeatureAgreement& agreed, std::uint16_t peer_credits);
+    [[nodiscard]] protocol::FeatureOffer local_offer() const;
+    bool protocol_error(std::string_view why);
+
+    // --- data path (stream_datapath.cpp)
+    // Polls completions, CM events and the keepalive timer, then sends due
+    // control messages. Returns false once the connection has failed.
+    bool progress();
+    bool poll_completions();
+    bool handle_completion(const ibv_wc& wc, Clock::time_point now);
+    bool handle_receive(const ibv_wc& wc);
+    bool handle_data(std::uint32_t len);
+    bool handle_control(const protocol::ControlMessage& msg);
+    bool handle_peer_close(const protocol::CloseMessage& msg);
+    bool handle_cm_events();
+    void handle_keepalive_tick();
+    void on_peer_gone();
+    bool send_control(const protocol::ControlMessage& msg, bool force_signal);
+    void flush_control();
+    std::uint32_t post_data(const std::uint8_t* src, std::uint32_t len);
+    // Posts as much of the vector as fits now; returns the bytes posted.
+    std::size_t post_iov(const iovec* iov, int iovcnt);
+    [[nodiscard]] bool can_write_now() const;
+    void fail(int code);
+    void update_readiness();
+    [[nodiscard]] bool eof() const;
+    // Sends Close and waits until it completed (true) or `deadline` passed.
+    bool drain(Clock::time_point deadline);
+
+    std::unique_ptr<Endpoint> endpoint_;
+    EventSet events_;
+    Settings settings_;
+
+    RxRing rx_;
+    PeerRingWindow peer_;
+    TxStaging staging_;
+    SendQueue sq_;
+    SendCredits send_credits_;
+    RecvCredits recv_credits_;
+    KeepaliveClock keepalive_;
+
+    std::uint64_t peer_ring_addr_ = 0;
+    std::uint32_t peer_ring_rkey_ = 0;
+    Phase phase_ = Phase::AwaitOffer;
+    std::uint8_t version_ = protocol::kMinProtocolVersion;  // format of what we send
+    std::string failure_reason_;  // why the handshake or the peer failed, for Error
+
+    bool close_queued_ = false;      // shutdown(SHUT_WR) asked for a Close
+    bool close_sent_ = false;        // ... and it is posted
+    std::uint64_t close_seq_ = 0;    // its send WR
+    bool closing_ = false;           // close() is draining
+    bool closed_ = false;            // close() ran; every call is EBADF now
+    std::optional<std::uint64_t> peer_bytes_sent_;  // the peer's Close
+    int error_ = 0;                  // sticky errno once the connection failed
+    bool peer_disconnected_ = false; // the peer closed and then disconnected
+    bool write_blocked_ = false;     // a write saw EAGAIN; wake it on progress
+    bool credit_update_pending_ = false;
+    bool refused_ = false;           // we answered the peer's offer with a refusal
+    ConnectionStats stats_;
+};
+
+}  // namespace pg_rdma::transport

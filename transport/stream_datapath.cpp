@@ -1,0 +1,273 @@
+// Completions, control messages and posting for Stream (see stream.hpp).
+#include <arpa/inet.h>
+
+#include <array>
+#include <cstring>
+#include <string_view>
+#include <cerrno>
+#include <type_traits>
+#include <variant>
+
+#include "transport/stream.hpp"
+
+namespace pg_rdma::transport {
+namespace {
+
+constexpr int kPollBatch = 16;                       // completions per ibv_poll_cq
+constexpr std::uint32_t kMaxWriteBytes = 64 * 1024;  // bytes per RDMA WRITE
+
+int errno_for(ibv_wc_status status) {
+    switch (status) {
+        case IBV_WC_WR_FLUSH_ERR: return ECONNRESET;   // QP went to error: peer gone
+        case IBV_WC_RETRY_EXC_ERR: return ETIMEDOUT;   // peer stopped acknowledging
+        case IBV_WC_RNR_RETRY_EXC_ERR:                 // credits were violated
+        case IBV_WC_REM_ACCESS_ERR:
+        case IBV_WC_REM_INV_REQ_ERR:
+        case IBV_WC_REM_OP_ERR: return EPROTO;
+        default: return EIO;
+    }
+}
+
+}  // namespace
+
+void Stream::fail(int code) {
+    if (error_ != 0) return;
+    error_ = code;
+    // Tell the peer now rather than at close: a protocol violation or a dead
+    // keepalive ends the connection for both sides.
+    if (code != ECONNRESET) rdma_disconnect(endpoint_->id());
+}
+
+bool Stream::protocol_error(std::string_view why) {
+    if (failure_reason_.empty()) failure_reason_ = why;
+    fail(EPROTO);
+    return false;
+}
+
+bool Stream::eof() const { return peer_bytes_sent_ && rx_.consumed() == *peer_bytes_sent_; }
+
+void Stream::on_peer_gone() {
+    // After the peer's Close the disconnect is its normal goodbye; before it,
+    // the stream was cut short.
+    if (peer_bytes_sent_) {
+        peer_disconnected_ = true;
+    } else {
+        if (failure_reason_.empty()) failure_reason_ = "the peer disconnected without closing";
+        fail(ECONNRESET);
+    }
+}
+
+bool Stream::progress() {
+    if (!poll_completions()) return false;
+    if (events_.take_tick()) handle_keepalive_tick();
+    if (!handle_cm_events()) return false;
+    if (!endpoint_->rearm()) fail(errno);
+    poll_completions();  // what raced with the re-arm
+    flush_control();
+    update_readiness();
+    return error_ == 0;
+}
+
+bool Stream::poll_completions() {
+    std::array<ibv_wc, kPollBatch> wcs{};
+    int n = kPollBatch;
+    while (n == kPollBatch && error_ == 0) {
+        n = endpoint_->poll(wcs);
+        if (n < 0) {
+            fail(EIO);
+            break;
+        }
+        const auto now = Clock::now();
+        for (int i = 0; i < n && error_ == 0; ++i) handle_completion(wcs[static_cast<std::size_t>(i)], now);
+    }
+    return error_ == 0;
+}
+
+bool Stream::handle_completion(const ibv_wc& wc, Clock::time_point now) {
+    if (wc.status != IBV_WC_SUCCESS) {
+        if (wc.status == IBV_WC_WR_FLUSH_ERR) {
+            on_peer_gone();
+            return false;
+        }
+        if (failure_reason_.empty()) failure_reason_ = ibv_wc_status_str(wc.status);
+        fail(errno_for(wc.status));
+        return false;
+    }
+    keepalive_.on_evidence(now);
+    if ((wc.wr_id & kRecvWrFlag) != 0) return handle_receive(wc);
+    staging_.release_to(sq_.on_completed(wc.wr_id));
+    return true;
+}
+
+bool Stream::handle_receive(const ibv_wc& wc) {
+    const auto slot = static_cast<std::uint32_t>(wc.wr_id & ~kRecvWrFlag);
+    if (!recv_credits_.on_received()) return protocol_error("the peer sent without a credit");
+    bool ok = false;
+    protocol::ControlMessage msg;
+    bool is_control = false;
+    if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+        ok = handle_data(ntohl(wc.imm_data));
+    } else if (wc.opcode == IBV_WC_RECV && wc.byte_len == protocol::kControlMessageSize) {
+        const auto decoded = protocol::decode_control({endpoint_->control_rx_slot(slot), wc.byte_len});
+        if (!decoded.is_ok()) return protocol_error(decoded.error);
+        msg = decoded.value;  // copied out: the slot is reposted next
+        ok = is_control = true;
+    } else {
+        return protocol_error("the peer sent a message of unexpected type or size");
+    }
+    if (!ok) return false;
+    if (!endpoint_->post_recv(slot)) {
+        fail(errno);
+        return false;
+    }
+    recv_credits_.on_reposted();
+    if (recv_credits_.grant_due()) credit_update_pending_ = true;
+    return !is_control || handle_control(msg);
+}
+
+bool Stream::handle_data(std::uint32_t len) {
+    if (phase_ != Phase::Established) return protocol_error("the peer wrote data before the handshake ended");
+    if (peer_bytes_sent_) return protocol_error("the peer wrote data after its Close");
+    if (!rx_.on_write(len)) return protocol_error("the peer wrote outside its window of the RX ring");
+    return true;
+}
+
+bool Stream::handle_control(const protocol::ControlMessage& msg) {
+    ++stats_.control_received;
+    return std::visit(
+        [this](const auto& m) -> bool {
+            using T = std::decay_t<decltype(m)>;
+            if constexpr (std::is_same_v<T, protocol::FeatureOffer>) {
+                return on_offer(m);
+            } else if constexpr (std::is_same_v<T, protocol::FeatureAgreement>) {
+                return on_agreement(m);
+            } else if constexpr (std::is_same_v<T, protocol::XferMemory>) {
+                return on_peer_ring(m);
+            } else if constexpr (std::is_same_v<T, protocol::Keepalive>) {
+                return true;  // its arrival was the point
+            } else if constexpr (std::is_same_v<T, protocol::CreditUpdate>) {
+                if (phase_ != Phase::Established) return protocol_error("CreditUpdate before the handshake ended");
+                if (!send_credits_.on_grant(m.credits_granted, protocol::kMaxCredits) ||
+                    !peer_.on_peer_consumed(m.rx_consumed))
+                    return protocol_error("the peer sent an impossible CreditUpdate");
+                return true;
+            } else {
+                return handle_peer_close(m);
+            }
+        },
+        msg);
+}
+
+bool Stream::handle_peer_close(const protocol::CloseMessage& msg) {
+    if (phase_ != Phase::Established) return protocol_error("Close before the handshake ended");
+    if (peer_bytes_sent_) return protocol_error("the peer sent Close twice");
+    // RC delivers in order, so every byte written before Close has landed.
+    if (msg.bytes_sent != rx_.produced()) return protocol_error("the peer's Close does not match the bytes it wrote");
+    peer_bytes_sent_ = msg.bytes_sent;
+    return true;
+}
+
+bool Stream::handle_cm_events() {
+    rdma_cm_event* raw = nullptr;
+    while (rdma_get_cm_event(endpoint_->cm_channel(), &raw) == 0) {
+        const CmEventPtr event(raw);
+        if (event->event == RDMA_CM_EVENT_DISCONNECTED || event->event == RDMA_CM_EVENT_DEVICE_REMOVAL) {
+            poll_completions();  // a Close may have landed just before
+            on_peer_gone();
+        }
+    }
+    return error_ == 0;
+}
+
+void Stream::handle_keepalive_tick() {
+    if (phase_ != Phase::Established) return;
+    switch (keepalive_.check(Clock::now())) {
+        case KeepaliveClock::Verdict::Dead:
+            if (failure_reason_.empty()) failure_reason_ = "nothing proved the peer alive within the keepalive timeout";
+            fail(ETIMEDOUT);
+            break;
+        case KeepaliveClock::Verdict::SendKeepalive:
+            // Signalled: its completion is the proof of life we are after.
+            send_control(protocol::Keepalive{}, true);
+            break;
+        case KeepaliveClock::Verdict::Alive: break;
+    }
+}
+
+bool Stream::send_control(const protocol::ControlMessage& msg, bool force_signal) {
+    if (!sq_.has_room() || !send_credits_.can_send_control()) return false;
+    const std::uint64_t seq = sq_.next_seq();
+    const bool signalled = sq_.must_signal(force_signal);
+    if (!endpoint_->post_control(sq_.slot(seq), protocol::encode_control(msg, version_), seq, signalled)) {
+        fail(errno);
+        return false;
+    }
+    sq_.on_posted(signalled, staging_.head());
+    send_credits_.use();
+    keepalive_.on_sent(Clock::now());
+    ++stats_.control_sent;
+    return true;
+}
+
+void Stream::flush_control() {
+    if (phase_ != Phase::Established || error_ != 0) return;
+    // Once close() runs nothing more will be read, so no more grants.
+    if (credit_update_pending_ && !closing_ &&
+        send_control(protocol::CreditUpdate{recv_credits_.take_grant(), rx_.take_announcement()}, false))
+        credit_update_pending_ = false;
+    if (close_queued_ && !close_sent_) {
+        const std::uint64_t seq = sq_.next_seq();
+        if (send_control(protocol::CloseMessage{peer_.written()}, true)) {
+            close_sent_ = true;
+            close_seq_ = seq;
+        }
+    }
+}
+
+bool Stream::can_write_now() const {
+    return send_credits_.can_send_data() && sq_.has_room() && peer_.writable_contiguous() > 0 &&
+           staging_.contiguous_free(1) > 0;
+}
+
+std::uint32_t Stream::post_data(const std::uint8_t* src, std::uint32_t len) {
+    if (!send_credits_.can_send_data() || !sq_.has_room()) return 0;
+    const std::uint32_t chunk =
+        staging_.contiguous_free(std::min({len, kMaxWriteBytes, peer_.writable_contiguous()}));
+    if (chunk == 0) return 0;
+    const std::uint32_t offset = staging_.offset();
+    std::memcpy(endpoint_->staging() + offset, src, chunk);
+    staging_.fill(chunk);
+    const std::uint64_t seq = sq_.next_seq();
+    // Past half the staging buffer, ask for a completion so it frees up.
+    const bool signalled = sq_.must_signal(staging_.in_use() > staging_.size() / 2);
+    if (!endpoint_->post_write_imm(offset, chunk, peer_ring_addr_ + peer_.write_offset(), peer_ring_rkey_,
+                                   chunk, seq, signalled)) {
+        fail(errno);
+        return 0;
+    }
+    sq_.on_posted(signalled, staging_.head());
+    peer_.on_written(chunk);
+    send_credits_.use();
+    keepalive_.on_sent(Clock::now());
+    ++stats_.writes_posted;
+    stats_.bytes_sent += chunk;
+    return chunk;
+}
+
+void Stream::update_readiness() {
+    events_.set_ready(rx_.unread() > 0 || eof() || error_ != 0 || (write_blocked_ && can_write_now()));
+}
+
+bool Stream::drain(Clock::time_point deadline) {
+    for (;;) {
+        if (!progress()) return false;
+        // The Close is signalled and RC completes in order: its completion
+        // means every byte before it reached the peer.
+        if (close_sent_ && sq_.completed(close_seq_)) return true;
+        const auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
+        if (left.count() <= 0) return false;
+        events_.wait(left);
+    }
+}
+
+}  // namespace pg_rdma::transport

@@ -1,0 +1,143 @@
+// Byte-stream behaviour against the real rxe device: integrity, EOF, close.
+#include <catch2/catch.hpp>
+
+#include <sys/socket.h>
+
+#include "peer_process.hpp"
+
+using namespace pg_rdma::test;
+
+namespace {
+
+constexpr std::uint32_t kParentSeed = 0x1111;
+constexpr std::uint32_t kChildSeed = 0x2222;
+
+// Runs `child` in a peer process connected to a connection accepted here.
+template <class ChildBody, class ParentBody>
+void with_peer(const Settings& settings, ChildBody child, ParentBody parent) {
+    Pipe port_pipe;
+    PeerProcess peer([&]() -> int {
+        std::string error;
+        auto conn = connect_to_parent(static_cast<std::uint16_t>(port_pipe.recv_u32()), settings, error);
+        if (!conn) {
+            std::fprintf(stderr, "child: connect failed: %s\n", error.c_str());
+            return 90;
+        }
+        return child(*conn);
+    });
+    std::string error;
+    std::uint16_t port = 0;
+    auto listener = listen_here(settings, port, error);
+    INFO(error);
+    REQUIRE(listener);
+    port_pipe.send_u32(port);
+    auto conn = accept_one(*listener, error);
+    INFO(error);
+    REQUIRE(conn);
+    parent(*conn);
+    CHECK(peer.wait() == 0);
+}
+
+}  // namespace
+
+TEST_CASE("transfers from 1 byte to 64 MiB in both directions at once arrive intact", "[rdma][stream]") {
+    // One connection per size, all made by the same peer process: a process
+    // may not fork once it has used verbs, so the sizes loop inside.
+    static constexpr std::uint64_t kSizes[] = {1, 4095, 65537, (1u << 20) + 13, 64u << 20};
+    Pipe port_pipe;
+    PeerProcess peer([&]() -> int {
+        const auto port = static_cast<std::uint16_t>(port_pipe.recv_u32());
+        for (const std::uint64_t size : kSizes) {
+            std::string why;
+            auto conn = connect_to_parent(port, Settings{}, why);
+            if (!conn || !exchange(*conn, size, kChildSeed, size, kParentSeed, why) || conn->close() != 0) {
+                std::fprintf(stderr, "child, size %llu: %s\n", static_cast<unsigned long long>(size), why.c_str());
+                return 1;
+            }
+        }
+        return 0;
+    });
+    std::string error;
+    std::uint16_t port = 0;
+    auto listener = listen_here(Settings{}, port, error);
+    INFO(error);
+    REQUIRE(listener);
+    port_pipe.send_u32(port);
+    for (const std::uint64_t size : kSizes) {
+        INFO("size " << size);
+        auto conn = accept_one(*listener, error);
+        INFO(error);
+        REQUIRE(conn);
+        std::string why;
+        const bool ok = exchange(*conn, size, kParentSeed, size, kChildSeed, why);
+        INFO(why);
+        REQUIRE(ok);
+        CHECK(read_eof(*conn));
+        CHECK(conn->stats().bytes_received == size);
+        CHECK(conn->stats().bytes_sent == size);
+    }
+    CHECK(peer.wait() == 0);
+}
+
+TEST_CASE("orderly close delivers every byte and then EOF", "[rdma][stream]") {
+    constexpr std::size_t kBytes = 3 * 1024 * 1024 + 17;
+    with_peer(
+        Settings{},
+        [](Connection& conn) {
+            std::vector<std::uint8_t> data(kBytes);
+            fill_pattern(data.data(), data.size(), kChildSeed);
+            if (!write_all(conn, data.data(), data.size())) return 1;
+            return conn.close() == 0 ? 0 : 2;
+        },
+        [](Connection& conn) {
+            std::vector<std::uint8_t> data(kBytes);
+            REQUIRE(read_exact(conn, data.data(), data.size()));
+            CHECK(check_pattern(data.data(), data.size(), kChildSeed));
+            CHECK(read_eof(conn));
+            std::uint8_t byte = 0;
+            CHECK(conn.read(&byte, 1) == 0);  // EOF stays EOF
+        });
+}
+
+TEST_CASE("shutdown for writing still lets the peer answer", "[rdma][stream]") {
+    with_peer(
+        Settings{},
+        [](Connection& conn) {
+            std::uint8_t request[16];
+            fill_pattern(request, sizeof request, kChildSeed);
+            if (!write_all(conn, request, sizeof request) || conn.shutdown(SHUT_WR) != 0) return 1;
+            std::uint8_t reply[1000];
+            if (!read_exact(conn, reply, sizeof reply) || !check_pattern(reply, sizeof reply, kParentSeed)) return 2;
+            if (!read_eof(conn)) return 3;
+            std::uint8_t more = 0;
+            return conn.write(&more, 1) == -1 && errno == EPIPE ? 0 : 4;
+        },
+        [](Connection& conn) {
+            std::uint8_t request[16];
+            REQUIRE(read_exact(conn, request, sizeof request));
+            CHECK(read_eof(conn));
+            std::uint8_t reply[1000];
+            fill_pattern(reply, sizeof reply, kParentSeed);
+            REQUIRE(write_all(conn, reply, sizeof reply));
+            CHECK(conn.close() == 0);
+        });
+}
+
+TEST_CASE("a process that writes and exits without closing delivers every byte", "[rdma][stream]") {
+    constexpr std::size_t kBytes = 2 * 1024 * 1024 + 5;
+    with_peer(
+        Settings{},
+        [](Connection& conn) {
+            std::vector<std::uint8_t> data(kBytes);
+            fill_pattern(data.data(), data.size(), kChildSeed);
+            if (!write_all(conn, data.data(), data.size())) return 1;
+            // Like a PostgreSQL backend after its last message: no close().
+            std::exit(0);
+        },
+        [](Connection& conn) {
+            std::vector<std::uint8_t> data(kBytes);
+            REQUIRE(read_exact(conn, data.data(), data.size()));
+            CHECK(check_pattern(data.data(), data.size(), kChildSeed));
+            CHECK(read_eof(conn));
+        });
+}

@@ -1,0 +1,61 @@
+#include <catch2/catch.hpp>
+
+#include "transport/rx_ring.hpp"
+
+using pg_rdma::transport::RxRing;
+
+TEST_CASE("rx ring accepts writes up to its size and delivers them in order", "[rx_ring]") {
+    RxRing ring(4096);
+    REQUIRE(ring.on_write(1000));
+    REQUIRE(ring.on_write(3096));
+    CHECK(ring.unread() == 4096);
+    CHECK(ring.contiguous_unread() == 4096);
+    CHECK_FALSE(ring.on_write(1));  // full: an honest peer would have waited
+    ring.consume(100);
+    CHECK(ring.read_offset() == 100);
+    CHECK(ring.unread() == 3996);
+}
+
+TEST_CASE("rx ring rejects empty writes and writes crossing the end", "[rx_ring]") {
+    RxRing ring(4096);
+    CHECK_FALSE(ring.on_write(0));
+    REQUIRE(ring.on_write(4000));
+    ring.consume(4000);
+    CHECK_FALSE(ring.on_write(97));  // 4000 + 97 crosses 4096
+    CHECK(ring.on_write(96));
+    CHECK(ring.write_offset() == 0);
+    CHECK(ring.on_write(100));
+}
+
+TEST_CASE("rx ring readable region wraps in two pieces", "[rx_ring]") {
+    RxRing ring(4096);
+    REQUIRE(ring.on_write(4096));
+    ring.consume(4000);
+    REQUIRE(ring.on_write(50));
+    CHECK(ring.unread() == 146);
+    CHECK(ring.contiguous_unread() == 96);  // up to the end first
+    ring.consume(96);
+    CHECK(ring.read_offset() == 0);
+    CHECK(ring.contiguous_unread() == 50);
+}
+
+TEST_CASE("rx ring announces consumption every quarter ring, cumulatively", "[rx_ring]") {
+    RxRing ring(4096);
+    REQUIRE(ring.on_write(4096));
+    ring.consume(1023);
+    CHECK_FALSE(ring.announce_due());
+    ring.consume(1);
+    REQUIRE(ring.announce_due());
+    CHECK(ring.take_announcement() == 1024);
+    CHECK_FALSE(ring.announce_due());
+    ring.consume(3072);
+    CHECK(ring.take_announcement() == 4096);
+}
+
+TEST_CASE("rx ring never consumes more than was written", "[rx_ring]") {
+    RxRing ring(8192);
+    REQUIRE(ring.on_write(10));
+    ring.consume(100);
+    CHECK(ring.consumed() == 10);
+    CHECK(ring.unread() == 0);
+}
