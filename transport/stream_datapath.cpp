@@ -210,7 +210,7 @@ bool Stream::send_control(const protocol::ControlMessage& msg, bool force_signal
 }
 
 void Stream::flush_control() {
-    if (phase_ != Phase::Established || error_ != 0) return;
+    if (phase_ != Phase::Established || error_ != 0 || peer_disconnected_) return;
     // Once close() runs nothing more will be read, so no more grants.
     if (credit_update_pending_ && !closing_ &&
         send_control(protocol::CreditUpdate{recv_credits_.take_grant(), rx_.take_announcement()}, false))
@@ -264,6 +264,8 @@ bool Stream::drain(Clock::time_point deadline) {
         // The Close is signalled and RC completes in order: its completion
         // means every byte before it reached the peer.
         if (close_sent_ && sq_.completed(close_seq_)) return true;
+        // A peer that closed and disconnected takes nothing more.
+        if (peer_disconnected_) return true;
         const auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
         if (left.count() <= 0) return false;
         events_.wait(left);

@@ -66,7 +66,7 @@ bool Stream::run_handshake(Role role, Clock::time_point deadline, Error& err) {
     phase_ = role == Role::Active ? Phase::AwaitAgreement : Phase::AwaitOffer;
     if (role == Role::Active && !send_control(local_offer(), false))
         return fail_errno(err, error_ != 0 ? error_ : EIO, "posting GetServerFeature");
-    while (phase_ != Phase::Established && !refused_ && progress()) {
+    while (progress() && phase_ != Phase::Established && !refused_) {
         const Millis left = until(deadline);
         if (left.count() <= 0) {
             failure_reason_ = "timed out waiting for the peer's handshake messages";

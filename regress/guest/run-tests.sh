@@ -1,9 +1,9 @@
 #!/bin/bash
 # run-tests.sh PLAN OUT_DIR — runs the RDMA suite inside the guest.
 #
-# regress/run-rdma-suite writes PLAN on the host from `meson introspect
-# --tests` (one `run_test` line per test in suite 'rdma') and starts this
-# script through regress/rxe-guest. Starting meson itself in the guest costs
+# regress/run-rdma-suite writes PLAN on the host (regress/lib/suite_results.py
+# over `meson introspect --tests`: one `run_test` line per test of suite
+# 'rdma') and starts this script through regress/rxe-guest. Starting meson itself in the guest costs
 # ~13 s of Python imports over 9p under TCG; running the test binaries
 # directly costs well under a second each.
 #

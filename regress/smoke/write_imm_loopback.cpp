@@ -289,7 +289,8 @@ void check_recv(const ibv_wc& wc, const std::byte* dst) {
 int run() {
   int count = 0;
   errno = 0;
-  DeviceList list(check_ptr(ibv_get_device_list(&count), "ibv_get_device_list"));
+  // NULL (ENOSYS) means the kernel has no RDMA at all: the host, not the guest.
+  DeviceList list(check_ptr(ibv_get_device_list(&count), "no RDMA device found: ibv_get_device_list"));
   ibv_device* dev = pick_device(list.get(), count);
   const std::string name = ibv_get_device_name(dev);
 

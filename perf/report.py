@@ -1,0 +1,368 @@
+#!/usr/bin/env python3
+"""Turns the raw logs of one `scripts/bench transport` run into tables on
+stdout and a JSON file.
+
+usage: report.py RAW_DIR OUT_JSON
+
+RAW_DIR is what perf/run-transport-bench.sh collected: env.txt (key=value
+facts about the run), settings.log, and per round a directory rN holding one
+TOOL-SIZE.client.log / .server.log pair per measurement. For every tool and
+size the best round is kept (lowest latency, highest bandwidth): a host that
+stalls the guest only ever makes figures worse, and every tool gets the same
+treatment. A measurement that failed or did not run shows as "-" and null:
+this is a benchmark, it reports what it got and never fails on a target.
+"""
+
+import json
+import os
+import sys
+
+MIB = 1024 * 1024
+PINNED_BUDGET_BYTES = 512 * 1024
+# Host load per core above which the guest's vCPUs were likely descheduled
+# during the run, making every figure (ratios too) noisy.
+BUSY_HOST_LOAD_PER_CORE = 0.5
+
+LAT_SIZES = [64, 1024, 4096, 16384, 65536]
+PERFTEST_FLOOR_SIZE = 2  # ib_write_lat only
+BW_SIZES = [4096, 65536, 1048576]
+
+# Targets, for display only: ours p50 at most 1.3x ib_write_lat's typical and
+# ours below rstream; bandwidth at least 0.9x ib_write_bw and above rstream;
+# pinned memory per connection at most 512 KiB.
+TARGET_LAT_VS_IB = 1.30
+TARGET_LAT_VS_RSTREAM = 1.00  # strictly below
+TARGET_BW_VS_IB = 0.90
+TARGET_BW_VS_RSTREAM = 1.00   # strictly above
+
+
+# --- parsing one log -----------------------------------------------------------
+
+def read_lines(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read().splitlines()
+    except OSError:
+        return []
+
+
+def key_values(line):
+    return dict(tok.split("=", 1) for tok in line.split()[1:] if "=" in tok)
+
+
+def bench_line(lines, word):
+    """transport_bench's result line ('latency ...' or 'bandwidth ...')."""
+    for line in lines:
+        if line.startswith(word + " "):
+            return key_values(line)
+    return None
+
+
+def parse_ours_latency(lines, _size):
+    kv = bench_line(lines, "latency")
+    if kv is None:
+        return None
+    return {"p50_us": float(kv["p50_us"]), "p99_us": float(kv["p99_us"]),
+            "avg_us": float(kv["avg_us"]), "iters": int(kv["iters"]),
+            "stalls": int(kv["stalls"])}
+
+
+def parse_ours_bandwidth(lines, _size):
+    kv = bench_line(lines, "bandwidth")
+    if kv is None:
+        return None
+    return {"MiBps": float(kv["MiBps"]), "messages": int(kv["messages"]),
+            "seconds": float(kv["seconds"]), "stalls": int(kv["stalls"])}
+
+
+def numbers_after_header(lines, header_marker):
+    """perftest prints a header line, then one row of numbers."""
+    for i, line in enumerate(lines[:-1]):
+        if header_marker in line:
+            try:
+                return [float(x) for x in lines[i + 1].split()]
+            except ValueError:
+                return None
+    return None
+
+
+def parse_ib_write_lat(lines, _size):
+    # columns: bytes iters t_min t_max t_typical t_avg t_stdev p99 p99.9
+    row = numbers_after_header(lines, "t_typical")
+    if not row or len(row) < 8:
+        return None
+    return {"typical_us": row[4], "avg_us": row[5], "p99_us": row[7], "iters": int(row[1])}
+
+
+def parse_ib_write_bw(lines, _size):
+    # columns: bytes iters peak average msg_rate; perftest's "MB/sec" is
+    # 2^20 bytes per second (bytes x iterations / duration agrees).
+    row = numbers_after_header(lines, "BW average")
+    if not row or len(row) < 4 or row[3] <= 0:
+        return None
+    return {"MiBps": row[3], "iters": int(row[1])}
+
+
+def parse_rstream(lines, size):
+    """rstream's 'custom' row ends with µs per one-way transfer, averaged
+    over all transfers of both directions."""
+    for line in lines:
+        cols = line.split()
+        if cols and cols[0] == "custom":
+            usec = float(cols[-1])
+            return {"avg_us": usec, "MiBps": size / usec * 1e6 / MIB}
+    return None
+
+
+# --- best of the rounds ------------------------------------------------------------
+
+def round_dirs(raw):
+    names = [n for n in os.listdir(raw) if n[:1] == "r" and n[1:].isdigit()]
+    return [os.path.join(raw, n) for n in sorted(names, key=lambda n: int(n[1:]))]
+
+
+def best_of_rounds(rounds, log_name, size, parse, metric, lower_is_better):
+    """The best round's figures, plus `round` (1-based) and `all_rounds`
+    (the metric in each round, null where it failed); None if all failed."""
+    results = [parse(read_lines(os.path.join(d, "%s-%d.client.log" % (log_name, size))), size)
+               for d in rounds]
+    measured = [(r[metric], i, r) for i, r in enumerate(results) if r is not None]
+    if not measured:
+        return None
+    pick = min if lower_is_better else max
+    _, index, best = pick(measured, key=lambda m: m[0])
+    return best | {"round": index + 1,
+                   "all_rounds": [None if r is None else r[metric] for r in results]}
+
+
+# tool key -> (log name, parser, metric used to pick the best round)
+LATENCY_TOOLS = {
+    "ours": ("ours-lat", parse_ours_latency, "p50_us"),
+    "ours_spin": ("ours-lat-spin", parse_ours_latency, "p50_us"),
+    "tcp": ("tcp-lat", parse_ours_latency, "p50_us"),
+    "ib_write_lat": ("ib_write_lat", parse_ib_write_lat, "typical_us"),
+    "rstream": ("rstream-lat", parse_rstream, "avg_us"),
+}
+BANDWIDTH_TOOLS = {
+    "ours": ("ours-bw", parse_ours_bandwidth, "MiBps"),
+    "ours_spin": ("ours-bw-spin", parse_ours_bandwidth, "MiBps"),
+    "tcp": ("tcp-bw", parse_ours_bandwidth, "MiBps"),
+    "ib_write_bw": ("ib_write_bw", parse_ib_write_bw, "MiBps"),
+    "rstream": ("rstream-bw", parse_rstream, "MiBps"),
+}
+
+
+# --- ratios and targets ------------------------------------------------------------
+
+def field(d, key):
+    return None if d is None else d.get(key)
+
+
+def ratio(a, b):
+    return None if a is None or not b else round(a / b, 3)
+
+
+def verdict(value, limit, op):
+    """'met' / 'missed' against a display-only target; None when unknown."""
+    if value is None:
+        return None
+    ok = {"le": value <= limit, "lt": value < limit,
+          "ge": value >= limit, "gt": value > limit}[op]
+    return "met" if ok else "missed"
+
+
+def latency_row(rounds, size):
+    row = {"size": size}
+    for tool, (log, parse, metric) in LATENCY_TOOLS.items():
+        row[tool] = best_of_rounds(rounds, log, size, parse, metric, lower_is_better=True)
+    ib_typ = field(row["ib_write_lat"], "typical_us")
+    r = {"ours_p50_over_ib_write_lat_typical": ratio(field(row["ours"], "p50_us"), ib_typ),
+         "ours_avg_over_rstream_avg":
+         ratio(field(row["ours"], "avg_us"), field(row["rstream"], "avg_us")),
+         "ours_p50_over_tcp_p50": ratio(field(row["ours"], "p50_us"), field(row["tcp"], "p50_us")),
+         "ours_spin_p50_over_ib_write_lat_typical":
+         ratio(field(row["ours_spin"], "p50_us"), ib_typ)}
+    row["ratios"] = r
+    row["targets"] = {
+        "p50_at_most_1.3x_ib_write_lat":
+        verdict(r["ours_p50_over_ib_write_lat_typical"], TARGET_LAT_VS_IB, "le"),
+        "below_rstream": verdict(r["ours_avg_over_rstream_avg"], TARGET_LAT_VS_RSTREAM, "lt")}
+    return row
+
+
+def bandwidth_row(rounds, size):
+    row = {"size": size}
+    for tool, (log, parse, metric) in BANDWIDTH_TOOLS.items():
+        row[tool] = best_of_rounds(rounds, log, size, parse, metric, lower_is_better=False)
+    mine = field(row["ours"], "MiBps")
+    ib = field(row["ib_write_bw"], "MiBps")
+    r = {"ours_over_ib_write_bw": ratio(mine, ib),
+         "ours_over_rstream": ratio(mine, field(row["rstream"], "MiBps")),
+         "ours_over_tcp": ratio(mine, field(row["tcp"], "MiBps")),
+         "ours_spin_over_ib_write_bw": ratio(field(row["ours_spin"], "MiBps"), ib)}
+    row["ratios"] = r
+    row["targets"] = {
+        "at_least_0.9x_ib_write_bw": verdict(r["ours_over_ib_write_bw"], TARGET_BW_VS_IB, "ge"),
+        "above_rstream": verdict(r["ours_over_rstream"], TARGET_BW_VS_RSTREAM, "gt")}
+    return row
+
+
+def pinned_memory(raw):
+    for line in read_lines(os.path.join(raw, "settings.log")):
+        if line.startswith("settings "):
+            kv = {k: int(v) for k, v in key_values(line).items() if v.isdigit()}
+            return kv | {"budget_bytes": PINNED_BUDGET_BYTES,
+                         "target_at_most_512KiB":
+                         verdict(kv["pinned_bytes"], PINNED_BUDGET_BYTES, "le")}
+    return None
+
+
+def read_env(raw):
+    env = {}
+    for line in read_lines(os.path.join(raw, "env.txt")):
+        if "=" in line:
+            k, v = line.split("=", 1)
+            env[k] = v
+    return env
+
+
+def busy_host(env):
+    """(load, cores) when scripts/bench saw a busy host, else None."""
+    try:
+        load, cores = (float(x) for x in env.get("host_load_before", "").split("/"))
+    except ValueError:
+        return None
+    return (load, int(cores)) if load > BUSY_HOST_LOAD_PER_CORE * cores else None
+
+
+# --- printing ------------------------------------------------------------------------
+
+def size_label(size):
+    for unit, name in ((MIB, "MiB"), (1024, "KiB")):
+        if size >= unit and size % unit == 0:
+            return "%d %s" % (size // unit, name)
+    return "%d B" % size
+
+
+def num(value):
+    return "-" if value is None else "%.2f" % value
+
+
+def target_cell(value, status):
+    return "-" if value is None else "%.2f %s" % (value, "ok" if status == "met" else "MISS")
+
+
+def print_table(title, header, rows):
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    print(title)
+    for line in [header] + rows:
+        print("  " + "  ".join(str(c).rjust(w) for c, w in zip(line, widths)))
+    print()
+
+
+def print_latency(rows):
+    print_table(
+        "One-way latency, us (round trip / 2, as ib_write_lat reports it)",
+        ["size", "ours p50", "ours p99", "ours avg", "spin p50", "ib_lat typ", "ib_lat p99",
+         "rstream avg", "tcp p50"],
+        [[size_label(r["size"]), num(field(r["ours"], "p50_us")), num(field(r["ours"], "p99_us")),
+          num(field(r["ours"], "avg_us")), num(field(r["ours_spin"], "p50_us")),
+          num(field(r["ib_write_lat"], "typical_us")), num(field(r["ib_write_lat"], "p99_us")),
+          num(field(r["rstream"], "avg_us")), num(field(r["tcp"], "p50_us"))] for r in rows])
+    print_table(
+        "Latency ratios (targets: ours p50 <= %.2fx ib_write_lat typical; ours avg below "
+        "rstream avg)" % TARGET_LAT_VS_IB,
+        ["size", "ours p50/ib_lat", "ours avg/rstream", "ours p50/tcp", "spin p50/ib_lat"],
+        [[size_label(r["size"]),
+          target_cell(r["ratios"]["ours_p50_over_ib_write_lat_typical"],
+                      r["targets"]["p50_at_most_1.3x_ib_write_lat"]),
+          target_cell(r["ratios"]["ours_avg_over_rstream_avg"], r["targets"]["below_rstream"]),
+          num(r["ratios"]["ours_p50_over_tcp_p50"]),
+          num(r["ratios"]["ours_spin_p50_over_ib_write_lat_typical"])] for r in rows])
+
+
+def print_bandwidth(rows):
+    print_table(
+        "Streaming bandwidth, MiB/s (one direction, until the receiver has the last byte)",
+        ["size", "ours", "spin", "ib_write_bw", "rstream", "tcp"],
+        [[size_label(r["size"]), num(field(r["ours"], "MiBps")),
+          num(field(r["ours_spin"], "MiBps")), num(field(r["ib_write_bw"], "MiBps")),
+          num(field(r["rstream"], "MiBps")), num(field(r["tcp"], "MiBps"))] for r in rows])
+    print_table(
+        "Bandwidth ratios (targets: ours >= %.2fx ib_write_bw; ours above rstream)"
+        % TARGET_BW_VS_IB,
+        ["size", "ours/ib_bw", "ours/rstream", "ours/tcp", "spin/ib_bw"],
+        [[size_label(r["size"]),
+          target_cell(r["ratios"]["ours_over_ib_write_bw"],
+                      r["targets"]["at_least_0.9x_ib_write_bw"]),
+          target_cell(r["ratios"]["ours_over_rstream"], r["targets"]["above_rstream"]),
+          num(r["ratios"]["ours_over_tcp"]), num(r["ratios"]["ours_spin_over_ib_write_bw"])]
+         for r in rows])
+
+
+def print_pinned(pinned):
+    if pinned is None:
+        print("Pinned memory per connection: - (transport_bench settings failed)")
+        return
+    print("Pinned memory per connection: %.1f KiB = rx %d + tx %d + (credits %d + send queue %d)"
+          " x %d B  (target <= 512 KiB: %s)"
+          % (pinned["pinned_bytes"] / 1024, pinned["rx_buffer_size"], pinned["tx_buffer_size"],
+             pinned["credits"], pinned["send_queue_depth"], pinned["control_message_size"],
+             "ok" if pinned["target_at_most_512KiB"] == "met" else "MISS"))
+
+
+def print_header(env):
+    print("pg_rdma transport benchmark: %s at %s, kernel %s, %s vCPUs, %s, best of %s rounds"
+          % (env.get("device", "?"), env.get("address", "?"), env.get("kernel", "?"),
+             env.get("cpus", "?"), env.get("started", "?"), env.get("rounds", "?")))
+    print("Soft-RoCE in a TCG guest: only the ratios mean anything. ours and tcp wait in poll();"
+          " spin, ib_write_* and rstream busy-poll.\n")
+
+
+def print_warnings(lat, bw, env):
+    stalls = sum(field(r[k], "stalls") or 0 for r in lat + bw for k in ("ours", "ours_spin"))
+    if stalls:
+        print("WARNING: %d waits of ours ran out a 1 s poll() slice and then progressed (missed"
+              " wakeups); see the raw logs" % stalls)
+    busy = busy_host(env)
+    if busy:
+        print("WARNING: the host was busy when the run started (load %.2f on %d cores): its"
+              " guest vCPUs get descheduled, so figures and ratios are noisy; rerun on a quiet"
+              " machine" % busy)
+    if env.get("failed"):
+        print("WARNING: these measurements failed: %s" % env["failed"])
+
+
+def main(argv):
+    if len(argv) != 3:
+        sys.stderr.write(__doc__)
+        return 2
+    raw, out_json = argv[1], argv[2]
+    env = read_env(raw)
+    rounds = round_dirs(raw)
+    lat = [latency_row(rounds, s) for s in [PERFTEST_FLOOR_SIZE] + LAT_SIZES]
+    bw = [bandwidth_row(rounds, s) for s in BW_SIZES]
+    pinned = pinned_memory(raw)
+    report = {"benchmark": "transport", "environment": env,
+              "units": {"latency": "microseconds, one-way (round trip / 2)",
+                        "bandwidth": "MiB/s (2^20 bytes per second), one direction",
+                        "pinned_memory": "bytes"},
+              "selection": "per tool and size, the best of %d rounds" % len(rounds),
+              "note": "Soft-RoCE in a TCG guest: absolute figures say nothing about real "
+                      "NICs; compare the ratios.",
+              "latency": lat, "bandwidth": bw, "pinned_memory": pinned,
+              "raw_logs": os.path.abspath(raw)}
+    with open(out_json, "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=2)
+        f.write("\n")
+    print_header(env)
+    print_latency(lat)
+    print_bandwidth(bw)
+    print_pinned(pinned)
+    print_warnings(lat, bw, env)
+    print("raw logs: %s" % os.path.abspath(raw))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# perf/run-transport-bench.sh BUILD_DIR [OUT_JSON]
+#
+# Runs INSIDE the Soft-RoCE guest (scripts/bench starts it through
+# regress/rxe-guest, which exports RXE_DEV and RXE_IP and sets ulimit -l
+# unlimited). Measures, one at a time and each bounded by a timeout:
+#   ours     BUILD_DIR/perf/transport_bench over the pg_rdma transport
+#            (waiting in poll(), and again busy-polling: "spin")
+#   tcp      the same binary and code over TCP to the same address (--tcp)
+#   perftest ib_write_lat / ib_write_bw on RXE_DEV (the raw verbs ceiling)
+#   rstream  librdmacm's rsocket benchmark
+# then perf/report.py prints the table and writes OUT_JSON (default
+# perf/results/transport-<UTC time>.json). Raw tool output stays in OUT_JSON's
+# name without .json. A measurement that fails is reported as missing and the
+# run goes on. The last line printed is the JSON path.
+# Environment: PG_RDMA_BENCH_ROUNDS (default 2; report.py keeps each tool's
+# best round), PG_RDMA_BENCH_HOST_LOAD (set by scripts/bench).
+set -uo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+readonly HERE
+
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then
+  sed -n '2,19s/^# \{0,1\}//p' "$0" >&2
+  exit 2
+fi
+BUILD=$(cd "$1" && pwd) || exit 2
+OUT_JSON=${2:-$HERE/results/transport-$(date -u +%Y%m%dT%H%M%SZ).json}
+RAW=${OUT_JSON%.json}
+BENCH=$BUILD/perf/transport_bench
+: "${RXE_IP:?run me inside the Soft-RoCE guest (regress/rxe-guest): RXE_IP is not set}"
+RXE_DEV=${RXE_DEV:-rxe0}
+ROUNDS=${PG_RDMA_BENCH_ROUNDS:-2}
+readonly BUILD OUT_JSON RAW BENCH ROUNDS
+
+# --- what is measured (sizes in bytes; report.py knows the same lists) -------
+readonly LAT_SIZES="64 1024 4096 16384 65536"
+readonly PERFTEST_FLOOR_SIZE=2   # ib_write_lat's customary minimum
+readonly BW_SIZES="4096 65536 1048576"
+
+# --- budgets: two rounds stay within about 5 minutes on TCG -------------------
+readonly OURS_LAT_SECONDS=1        # per size, after warm-up
+readonly OURS_LAT_MAX_ITERS=2000   # round trips per size, at most
+readonly OURS_BW_SECONDS=2         # per size, after warm-up
+# ib_write_bw runs a fixed number of messages (-n): its -D mode leaves out a
+# 2 s margin at each end and measured nothing at 1 MiB in a 3 s run.
+readonly IB_BW_BYTES=$((64 << 20))       # per size (~2 s at TCG's ~38 MiB/s)
+readonly RSTREAM_BW_BYTES=$((16 << 20))  # per direction, per size
+readonly PAIR_TIMEOUT_S=120        # any one server or client process
+readonly LISTEN_WAIT_S=30          # for a server to start listening
+
+# Fixed ports, one per tool (servers run one at a time).
+readonly OURS_PORT=18600 TCP_PORT=18601 PERFTEST_PORT=18515 RSTREAM_PORT=7471
+
+FAILED=()
+OUT=''  # directory of the current round's logs
+
+say() { echo "bench: $*" >&2; }
+
+# Round trips for perftest and rstream latency runs: enough samples for p99,
+# few enough that 64 KiB (~2 ms a trip on TCG) stays around a second.
+lat_iters() {
+  if [ "$1" -le 4096 ]; then echo 1000; elif [ "$1" -le 16384 ]; then echo 500; else echo 200; fi
+}
+
+# --- readiness: is the server of this pair listening yet? --------------------
+# A perftest or rstream client started before its server listens fails or
+# hangs, so every client waits for one of these. Each gets the server log.
+ready_bench() { grep -qs '^listening ' "$1"; }
+ready_perftest() { ss -Hltn "sport = :$PERFTEST_PORT" 2>/dev/null | grep -q .; }
+ready_rstream() { rdma resource show cm_id 2>/dev/null | grep -q "state LISTEN .*:$RSTREAM_PORT "; }
+
+wait_ready() {
+  local check=$1 log=$2 deadline=$((SECONDS + LISTEN_WAIT_S))
+  until "$check" "$log"; do
+    [ $SECONDS -lt $deadline ] || return 1
+    sleep 0.1
+  done
+}
+
+# run_pair NAME READY_CHECK SERVER_CMD... -- CLIENT_CMD...
+# Server and client each bounded by PAIR_TIMEOUT_S; output in OUT/NAME.*.log.
+run_pair() {
+  local name=$1 check=$2 server=() spid crc
+  shift 2
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do server+=("$1"); shift; done
+  shift
+  local slog=$OUT/$name.server.log clog=$OUT/$name.client.log
+  timeout "$PAIR_TIMEOUT_S" "${server[@]}" >"$slog" 2>&1 &
+  spid=$!
+  if ! wait_ready "$check" "$slog"; then
+    say "$name: the server did not listen within ${LISTEN_WAIT_S} s (see $slog)"
+    kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null
+    FAILED+=("${OUT##*/}/$name"); return 1
+  fi
+  timeout "$PAIR_TIMEOUT_S" "$@" >"$clog" 2>&1
+  crc=$?
+  # A server whose client failed would wait for another one: stop it.
+  [ $crc -eq 0 ] || kill "$spid" 2>/dev/null
+  wait "$spid" 2>/dev/null
+  if [ $crc -ne 0 ]; then
+    say "$name: client exit status $crc (see $clog)"
+    FAILED+=("${OUT##*/}/$name"); return 1
+  fi
+}
+
+# --- one tool, one size ---------------------------------------------------------
+
+# ours NAME PORT MODE SIZE FLAGS...: one transport_bench server/client pair.
+ours() {
+  local name=$1 port=$2 mode=$3 size=$4; shift 4
+  local budget=(--seconds "$OURS_BW_SECONDS")
+  [ "$mode" = latency ] && budget=(--seconds "$OURS_LAT_SECONDS" --iters "$OURS_LAT_MAX_ITERS")
+  run_pair "$name-$size" ready_bench \
+    "$BENCH" server --addr "$RXE_IP" --port "$port" "$@" -- \
+    "$BENCH" client --addr "$RXE_IP" --port "$port" "$@" --mode "$mode" --sizes "$size" \
+    "${budget[@]}"
+}
+
+# perftest: server and client take the same options; -F skips the cpufreq
+# check, which means nothing in a guest.
+perftest() {
+  local tool=$1 size=$2; shift 2
+  local args=(-d "$RXE_DEV" -p "$PERFTEST_PORT" -F -s "$size" "$@")
+  run_pair "$tool-$size" ready_perftest "$tool" "${args[@]}" -- "$tool" "${args[@]}" "$RXE_IP"
+}
+
+# rstream: -S size, -C transfers each way per iteration, -I iterations; the
+# server needs the same numbers. Default mode: non-blocking calls, busy-poll.
+rstream_pair() {
+  local name=$1 size=$2; shift 2
+  local args=(-f ip -p "$RSTREAM_PORT" -S "$size" "$@")
+  run_pair "$name-$size" ready_rstream rstream "${args[@]}" -- rstream -s "$RXE_IP" "${args[@]}"
+}
+
+# --- a round: every tool at one size before the next size ------------------------
+# so that each ratio compares figures taken close together in time: a host
+# that gets busy halfway through then skews a size, not one tool.
+
+latency_size() {
+  local size=$1
+  say "round ${OUT##*/r}: latency $size B"
+  ours ours-lat "$OURS_PORT" latency "$size"
+  ours ours-lat-spin "$OURS_PORT" latency "$size" --spin
+  ours tcp-lat "$TCP_PORT" latency "$size" --tcp
+  perftest ib_write_lat "$size" -n "$(lat_iters "$size")"
+  rstream_pair rstream-lat "$size" -C 1 -I "$(lat_iters "$size")"
+}
+
+bandwidth_size() {
+  local size=$1
+  say "round ${OUT##*/r}: bandwidth $size B"
+  ours ours-bw "$OURS_PORT" bandwidth "$size"
+  ours ours-bw-spin "$OURS_PORT" bandwidth "$size" --spin
+  ours tcp-bw "$TCP_PORT" bandwidth "$size" --tcp
+  perftest ib_write_bw "$size" -n $((IB_BW_BYTES / size))
+  rstream_pair rstream-bw "$size" -C $((RSTREAM_BW_BYTES / size)) -I 1
+}
+
+run_round() {
+  local size
+  OUT=$RAW/r$1
+  mkdir -p "$OUT" || exit 1
+  perftest ib_write_lat "$PERFTEST_FLOOR_SIZE" -n "$(lat_iters "$PERFTEST_FLOOR_SIZE")"
+  for size in $LAT_SIZES; do latency_size "$size"; done
+  for size in $BW_SIZES; do bandwidth_size "$size"; done
+}
+
+write_env() {
+  {
+    echo "device=$RXE_DEV"
+    echo "address=$RXE_IP"
+    echo "kernel=$(uname -r)"
+    echo "cpus=$(nproc)"
+    echo "started=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "guest=${PG_RDMA_GUEST:-unknown}"
+    echo "rounds=$ROUNDS"
+    # scripts/bench passes the host's load: a busy host stalls the guest's
+    # vCPUs and makes every figure noisy, ratios included.
+    echo "host_load_before=${PG_RDMA_BENCH_HOST_LOAD:-unknown}"
+    echo "raw_logs=$RAW"
+  } >"$RAW/env.txt"
+}
+
+main() {
+  [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { say "PG_RDMA_BENCH_ROUNDS must be a positive number"; exit 2; }
+  [ -x "$BENCH" ] || { say "no $BENCH: build the project first"; exit 1; }
+  mkdir -p "$RAW" || exit 1
+  write_env
+  "$BENCH" settings >"$RAW/settings.log" 2>&1 || FAILED+=(settings)
+  local start=$SECONDS round
+  for ((round = 1; round <= ROUNDS; round++)); do run_round "$round"; done
+  {
+    echo "failed=${FAILED[*]}"
+    echo "duration_s=$((SECONDS - start))"
+  } >>"$RAW/env.txt"
+  python3 "$HERE/report.py" "$RAW" "$OUT_JSON" || exit 1
+  echo "$OUT_JSON"
+}
+
+main

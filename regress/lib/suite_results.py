@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Test plan and result files for regress/run-rdma-suite (host side only).
+
+  plan SUITE BUILD OUT_DIR [NAME...] < introspect.json
+      Writes OUT_DIR/plan.sh (one `run_test` line per test of SUITE, read by
+      guest/run-tests.sh) and OUT_DIR/planned.txt (the names); prints
+      "COUNT TOTAL_TIMEOUT_S".
+  to-meson OUT_DIR TESTLOG
+      Writes results.tsv as meson's testlog.json (JSON lines), so callers that
+      read meson's log (scripts/test) see the guest's results. A planned test
+      with no result line becomes result ERROR: it never passes by silence.
+  from-meson TESTLOG OUT_DIR
+      The reverse, for PG_RDMA_SUITE_RUNNER=meson: meson's log -> results.tsv.
+"""
+
+import json
+import random
+import shlex
+import sys
+from pathlib import Path
+
+# results.tsv status -> meson result name (scripts/lib/tally.sh counts only OK).
+MESON_RESULT = {"OK": "OK", "FAIL": "FAIL", "TIMEOUT": "TIMEOUT", "SKIPPED-AS-FAIL": "SKIP"}
+
+
+def in_suite(test, suite):
+    # meson prefixes suites with the project name: "pg_rdma:rdma".
+    return any(s == suite or s.endswith(":" + suite) for s in test["suite"])
+
+
+def plan_line(test, build):
+    env = dict(test["env"])
+    # meson test sets this too: it makes uses of uninitialised heap visible.
+    env.setdefault("MALLOC_PERTURB_", str(random.randint(1, 255)))
+    argv = ["run_test", test["name"], str(int(test["timeout"] or 0)), test["workdir"] or build, "env"]
+    argv += [f"{k}={v}" for k, v in sorted(env.items())] + test["cmd"]
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def cmd_plan(suite, build, out, names):
+    tests = [t for t in json.load(sys.stdin)
+             if in_suite(t, suite) and (not names or t["name"] in names)]
+    out = Path(out)
+    lines = ["# written by regress/run-rdma-suite from meson introspect --tests"]
+    lines += [plan_line(t, build) for t in tests]
+    (out / "plan.sh").write_text("\n".join(lines) + "\n")
+    (out / "planned.txt").write_text("".join(t["name"] + "\n" for t in tests))
+    print(len(tests), sum(int(t["timeout"] or 0) for t in tests))
+
+
+def read_results(out):
+    rows = {}
+    path = out / "results.tsv"
+    if path.exists():
+        for line in path.read_text().splitlines():
+            name, status, code, secs = line.split("\t")
+            rows[name] = (status, int(code), float(secs))
+    return rows
+
+
+def log_text(out, name):
+    safe = "".join(c if c.isalnum() or c in "_.-" else "_" for c in name)
+    path = out / (safe + ".log")
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def cmd_to_meson(out, testlog):
+    out = Path(out)
+    rows = read_results(out)
+    with open(testlog, "w") as f:
+        for name in (out / "planned.txt").read_text().splitlines():
+            status, code, secs = rows.get(name, ("ERROR", -1, 0.0))
+            result = MESON_RESULT.get(status, "ERROR")
+            f.write(json.dumps({"name": name, "result": result, "returncode": code,
+                                "duration": secs, "stdout": log_text(out, name),
+                                "where": "Soft-RoCE guest (regress/run-rdma-suite)"}) + "\n")
+
+
+def cmd_from_meson(testlog, out):
+    out = Path(out)
+    with open(testlog) as f, open(out / "results.tsv", "w") as tsv:
+        for line in f:
+            t = json.loads(line)
+            status = "OK" if t["result"] in ("OK", "EXPECTEDFAIL") else t["result"]
+            tsv.write(f'{t["name"]}\t{status}\t{t["returncode"]}\t{t["duration"]:.2f}\n')
+
+
+def main(argv):
+    if len(argv) >= 4 and argv[0] == "plan":
+        cmd_plan(argv[1], argv[2], argv[3], set(argv[4:]))
+    elif len(argv) == 3 and argv[0] == "to-meson":
+        cmd_to_meson(argv[1], argv[2])
+    elif len(argv) == 3 and argv[0] == "from-meson":
+        cmd_from_meson(argv[1], argv[2])
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
