@@ -35,8 +35,9 @@ constexpr std::uint64_t kMinLatencyIters = 100;
 // Bytes streamed before each bandwidth measurement, for the same reasons.
 constexpr std::size_t kBandwidthWarmupBytes = 4u << 20;
 constexpr std::uint64_t kMinBandwidthMessages = 8;
-// Length of one streaming phase within a bandwidth measurement (s).
-constexpr double kBandwidthChunkSeconds = 0.25;
+// Length of one phase within a measurement (s): each phase is sized from the
+// rate measured in the one before.
+constexpr double kChunkSeconds = 0.25;
 constexpr unsigned char kAckByte = 0xA5;
 constexpr double kMicrosPerSecond = 1e6;
 
@@ -77,21 +78,21 @@ bool receive_header(ByteStream& stream, PhaseHeader& h, IoCounters& io)
 
 // --- client ----------------------------------------------------------------
 
-// One ping-pong phase; returns each round trip's one-way latency (RTT / 2,
-// µs), the figure perftest's ib_write_lat reports.
-std::vector<double> ping_pong(ByteStream& stream, std::vector<unsigned char>& buf,
-                              std::size_t size, std::uint64_t count, IoCounters& io)
+// One ping-pong phase of `count` round trips; appends each one's one-way
+// latency (RTT / 2, µs), the figure perftest's ib_write_lat reports, and
+// returns the phase's length in seconds.
+double ping_pong(ByteStream& stream, std::vector<unsigned char>& buf, std::size_t size,
+                 std::uint64_t count, std::vector<double>& one_way_us, IoCounters& io)
 {
     send_header(stream, PhaseKind::Latency, size, count, io);
-    std::vector<double> one_way_us;
-    one_way_us.reserve(count);
+    const auto phase_start = Clock::now();
     for (std::uint64_t i = 0; i < count; ++i) {
         const auto start = Clock::now();
         write_all(stream, buf.data(), size, io);
         read_all(stream, buf.data(), size, io);
         one_way_us.push_back(seconds_since(start) * kMicrosPerSecond / 2);
     }
-    return one_way_us;
+    return seconds_since(phase_start);
 }
 
 // One streaming phase; returns the seconds from the first byte written to
@@ -121,17 +122,37 @@ std::uint64_t clamp_count(double fitting, std::uint64_t low, std::uint64_t high)
     return static_cast<std::uint64_t>(clamped);
 }
 
+// Round trips in the next latency phase: a chunk's worth at the latest
+// rate, at least what min_iters still lacks, never beyond max_iters.
+std::uint64_t next_latency_chunk(double round_trips_per_s, double seconds_left, std::size_t have,
+                                 std::uint64_t min_iters, std::uint64_t max_iters)
+{
+    const double fitting = round_trips_per_s * std::clamp(seconds_left, 0.0, kChunkSeconds);
+    const std::uint64_t low = have < min_iters ? min_iters - have : 1;
+    return clamp_count(fitting, low, max_iters - have);
+}
+
 void measure_latency(ByteStream& stream, std::vector<unsigned char>& buf, std::size_t size,
                      const ClientPlan& plan)
 {
     IoCounters io;
-    std::vector<double> warmup = ping_pong(stream, buf, size, kLatencyWarmupRoundTrips, io);
-    const double mean_rtt_us = 2 * summarize_latency(warmup).avg_us;
-    const std::uint64_t iters =
-        clamp_count(plan.seconds * kMicrosPerSecond / mean_rtt_us,
-                    std::min(kMinLatencyIters, plan.max_iters), plan.max_iters);
+    std::vector<double> warmup;
+    double round_trips_per_s = static_cast<double>(kLatencyWarmupRoundTrips) /
+                               ping_pong(stream, buf, size, kLatencyWarmupRoundTrips, warmup, io);
+    // Like bandwidth, in chunks sized from the latest rate, so that a guest
+    // that turns slow halfway stretches the run by one chunk at most.
+    const std::uint64_t min_iters = std::min(kMinLatencyIters, plan.max_iters);
     io = IoCounters{};
-    std::vector<double> samples = ping_pong(stream, buf, size, iters, io);
+    std::vector<double> samples;
+    double seconds = 0;
+    while (samples.size() < plan.max_iters &&
+           (seconds < plan.seconds || samples.size() < min_iters)) {
+        const std::uint64_t count = next_latency_chunk(
+            round_trips_per_s, plan.seconds - seconds, samples.size(), min_iters, plan.max_iters);
+        const double elapsed = ping_pong(stream, buf, size, count, samples, io);
+        seconds += elapsed;
+        round_trips_per_s = static_cast<double>(count) / elapsed;
+    }
     print_latency(label(stream), size, samples.size(), summarize_latency(samples), io.stalls);
 }
 
@@ -145,12 +166,12 @@ void measure_bandwidth(ByteStream& stream, std::vector<unsigned char>& buf, std:
     // The budget is spent in chunks, each sized from the rate measured so
     // far: a single phase sized from the short warm-up would miss the budget
     // by a factor of two either way. Each chunk waits for its ack, which
-    // costs one round trip per chunk, negligible at kBandwidthChunkSeconds.
+    // costs one round trip per chunk, negligible at kChunkSeconds.
     io = IoCounters{};
     std::uint64_t messages = 0;
     double seconds = 0;
     while (seconds < plan.seconds) {
-        const double chunk_s = std::min(kBandwidthChunkSeconds, plan.seconds - seconds);
+        const double chunk_s = std::min(kChunkSeconds, plan.seconds - seconds);
         const std::uint64_t count =
             clamp_count(messages_per_s * chunk_s, kMinBandwidthMessages, kMaxMessageCount);
         const double elapsed = stream_out(stream, buf, size, count, io);

@@ -312,9 +312,11 @@ def print_pinned(pinned):
 
 
 def print_header(env):
-    print("pg_rdma transport benchmark: %s at %s, kernel %s, %s vCPUs, %s, best of %s rounds"
+    print("pg_rdma transport benchmark: %s at %s, kernel %s, %s vCPUs, started %s, took %s s;"
+          " best of %s round(s) of %s planned"
           % (env.get("device", "?"), env.get("address", "?"), env.get("kernel", "?"),
-             env.get("cpus", "?"), env.get("started", "?"), env.get("rounds", "?")))
+             env.get("cpus", "?"), env.get("started", "?"), env.get("duration_s", "?"),
+             env.get("rounds_run", "?"), env.get("rounds", "?")))
     print("Soft-RoCE in a TCG guest: only the ratios mean anything. ours and tcp wait in poll();"
           " spin, ib_write_* and rstream busy-poll.\n")
 

@@ -14,14 +14,15 @@
 # name without .json. A measurement that fails is reported as missing and the
 # run goes on. The last line printed is the JSON path.
 # Environment: PG_RDMA_BENCH_ROUNDS (default 2; report.py keeps each tool's
-# best round), PG_RDMA_BENCH_HOST_LOAD (set by scripts/bench).
+# best round; a round that took over ROUND_BUDGET_S is the last),
+# PG_RDMA_BENCH_HOST_LOAD (set by scripts/bench).
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 readonly HERE
 
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
-  sed -n '2,19s/^# \{0,1\}//p' "$0" >&2
+  sed -n '2,20s/^# \{0,1\}//p' "$0" >&2
   exit 2
 fi
 BUILD=$(cd "$1" && pwd) || exit 2
@@ -46,6 +47,9 @@ readonly OURS_BW_SECONDS=2         # per size, after warm-up
 # 2 s margin at each end and measured nothing at 1 MiB in a 3 s run.
 readonly IB_BW_BYTES=$((64 << 20))       # per size (~2 s at TCG's ~38 MiB/s)
 readonly RSTREAM_BW_BYTES=$((16 << 20))  # per direction, per size
+# Another round starts only if the last one took less than this: a busy host
+# slows a round from ~2 to ~4 minutes, and the whole run must stay short.
+readonly ROUND_BUDGET_S=180
 readonly PAIR_TIMEOUT_S=120        # any one server or client process
 readonly LISTEN_WAIT_S=30          # for a server to start listening
 
@@ -60,7 +64,7 @@ say() { echo "bench: $*" >&2; }
 # Round trips for perftest and rstream latency runs: enough samples for p99,
 # few enough that 64 KiB (~2 ms a trip on TCG) stays around a second.
 lat_iters() {
-  if [ "$1" -le 4096 ]; then echo 1000; elif [ "$1" -le 16384 ]; then echo 500; else echo 200; fi
+  if [ "$1" -le 4096 ]; then echo 500; elif [ "$1" -le 16384 ]; then echo 300; else echo 200; fi
 }
 
 # --- readiness: is the server of this pair listening yet? --------------------
@@ -188,9 +192,18 @@ main() {
   mkdir -p "$RAW" || exit 1
   write_env
   "$BENCH" settings >"$RAW/settings.log" 2>&1 || FAILED+=(settings)
-  local start=$SECONDS round
-  for ((round = 1; round <= ROUNDS; round++)); do run_round "$round"; done
+  local start=$SECONDS round round_start rounds_run=0
+  for ((round = 1; round <= ROUNDS; round++)); do
+    round_start=$SECONDS
+    run_round "$round"
+    rounds_run=$round
+    if [ $round -lt "$ROUNDS" ] && [ $((SECONDS - round_start)) -ge $ROUND_BUDGET_S ]; then
+      say "round $round took $((SECONDS - round_start)) s (budget ${ROUND_BUDGET_S} s): no more rounds"
+      break
+    fi
+  done
   {
+    echo "rounds_run=$rounds_run"
     echo "failed=${FAILED[*]}"
     echo "duration_s=$((SECONDS - start))"
   } >>"$RAW/env.txt"

@@ -65,7 +65,7 @@ using ConnectPrivateDataBytes = std::array<std::uint8_t, kConnectPrivateDataSize
 // --- request ---------------------------------------------------------------
 UpgradeRequestBytes encode_upgrade_request();
 
-enum class FirstPacket { Upgrade, Other };
+enum class FirstPacket { Other, Upgrade };
 // Server side, on the session's first bytes: is this our request? Any prefix
 // that could still become it is NeedMore; anything else is Other (pass it to
 // PostgreSQL untouched: a startup packet, SSLRequest, CancelRequest...).

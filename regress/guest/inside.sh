@@ -60,6 +60,9 @@ setup_rxe() {
   step ip link set lo up
   # ib_uverbs gives /dev/infiniband/uverbs*; rdma_ucm serves librdmacm.
   step modprobe -a rdma_rxe ib_uverbs rdma_ucm dummy
+  # Exclusive mode: RDMA devices belong to the namespace they were made in,
+  # so a test can stand for "a machine without RDMA" with unshare(CLONE_NEWNET).
+  step rdma system set netns exclusive
   step ip link add "$RXE_NETDEV" type dummy
   step ip addr add "$RXE_IP/$RXE_PREFIX" dev "$RXE_NETDEV"
   step ip link set "$RXE_NETDEV" up

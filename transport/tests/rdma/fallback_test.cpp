@@ -1,0 +1,225 @@
+// Prefer and Require when RDMA is not possible, over a real TCP connection
+// and the real rxe device, both ends using the upgrade exchange.
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "peer_process.hpp"
+#include "protocol/upgrade.hpp"
+#include "transport/tcp_upgrade.hpp"
+
+using namespace pg_rdma::test;
+namespace transport = pg_rdma::transport;
+namespace protocol = pg_rdma::protocol;
+using transport::Mode;
+using transport::UpgradeOutcome;
+
+namespace {
+
+constexpr char kHello[] = "hello over tcp";  // what a client says after falling back
+
+struct TcpListener {
+    int fd = -1;
+    std::uint16_t port = 0;
+    TcpListener() {
+        fd = socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in a = rdma_address(0);
+        socklen_t len = sizeof a;
+        if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(fd, 4) != 0 ||
+            getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+            throw std::runtime_error("TCP listener setup failed");
+        port = ntohs(a.sin_port);
+    }
+    ~TcpListener() { close(fd); }
+    int accept_one() const { return ::accept(fd, nullptr, nullptr); }
+};
+
+int tcp_connect(std::uint16_t port) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a = rdma_address(port);
+    return connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 ? fd : -1;
+}
+
+bool read_fully(int fd, void* buf, std::size_t n) {
+    auto* p = static_cast<std::uint8_t*>(buf);
+    while (n > 0) {
+        const ssize_t r = recv(fd, p, n, 0);
+        if (r <= 0) return false;
+        p += r;
+        n -= static_cast<std::size_t>(r);
+    }
+    return true;
+}
+
+// Exit codes the client child reports its outcome with.
+int code_of(UpgradeOutcome o) { return 10 + static_cast<int>(o); }
+
+// Client body: connect over TCP, let `prepare` spoil something, ask for an
+// upgrade in `mode`; on TcpSame, prove the connection is still clean by
+// sending kHello. Writes the error message to stderr for the log.
+template <class Prepare>
+int run_client(std::uint16_t port, Mode mode, Prepare prepare, const char* must_mention) {
+    const int fd = tcp_connect(port);
+    if (fd < 0) return 90;
+    prepare();
+    auto result = transport::upgrade_client(fd, mode, Settings{});
+    std::fprintf(stderr, "client: %s: %s\n", transport::to_string(result.outcome), result.error.message.c_str());
+    if (result.outcome != UpgradeOutcome::Rdma && result.error.message.find(must_mention) == std::string::npos)
+        return 91;  // the message must tell the user what went wrong
+    if (result.outcome == UpgradeOutcome::TcpSame && send(fd, kHello, sizeof kHello, 0) != sizeof kHello) return 92;
+    if (result.outcome == UpgradeOutcome::Rdma) {
+        std::uint8_t byte = 42;
+        if (!write_all(*result.connection, &byte, 1)) return 93;
+    }
+    close(fd);
+    return code_of(result.outcome);
+}
+
+// Server body: accept, and either serve the upgrade or see plain TCP bytes.
+// Returns what the session continued on; checks the client's kHello.
+UpgradeOutcome run_server(const TcpListener& tcp) {
+    const int fd = tcp.accept_one();
+    REQUIRE(fd >= 0);
+    std::uint8_t first[8];
+    REQUIRE(read_fully(fd, first, sizeof first));
+    UpgradeOutcome outcome = UpgradeOutcome::TcpSame;
+    std::size_t hello_read = sizeof first;  // the client skipped the upgrade
+    const auto first_packet = protocol::classify_first_packet(first);
+    if (first_packet.is_ok() && first_packet.value == protocol::FirstPacket::Upgrade) {
+        auto result = transport::upgrade_server(fd, Settings{});
+        outcome = result.outcome;
+        hello_read = 0;
+        if (outcome == UpgradeOutcome::Rdma) {
+            std::uint8_t byte = 0;
+            CHECK(read_exact(*result.connection, &byte, 1));
+            CHECK(byte == 42);
+        }
+    }
+    if (outcome == UpgradeOutcome::TcpSame) {
+        char hello[sizeof kHello] = {};
+        std::memcpy(hello, first, std::min(hello_read, sizeof hello));
+        if (hello_read < sizeof hello) {
+            const bool got = read_fully(fd, hello + hello_read, sizeof hello - hello_read);
+            if (!got) outcome = UpgradeOutcome::Failed;  // the client hung up (Require)
+        }
+        if (outcome == UpgradeOutcome::TcpSame) CHECK(std::string(hello) == kHello);
+    }
+    close(fd);
+    return outcome;
+}
+
+void no_change() {}
+
+}  // namespace
+
+TEST_CASE("both ends able to do RDMA upgrade the session", "[rdma][fallback]") {
+    TcpListener tcp;
+    PeerProcess client([&] { return run_client(tcp.port, Mode::Require, no_change, ""); });
+    CHECK(run_server(tcp) == UpgradeOutcome::Rdma);
+    CHECK(client.wait() == code_of(UpgradeOutcome::Rdma));
+}
+
+TEST_CASE("a client without an RDMA device stays on TCP with prefer and fails with require",
+          "[rdma][fallback]") {
+    // The guest runs rdma in exclusive netns mode: a new network namespace
+    // sees no RDMA device at all, while the TCP socket made before keeps working.
+    const auto hide_devices = [] {
+        if (unshare(CLONE_NEWNET) != 0) std::exit(80);
+    };
+    TcpListener tcp;
+    {
+        PeerProcess client([&] { return run_client(tcp.port, Mode::Prefer, hide_devices, "no RDMA device"); });
+        CHECK(run_server(tcp) == UpgradeOutcome::TcpSame);  // and the first bytes were the client's own
+        CHECK(client.wait() == code_of(UpgradeOutcome::TcpSame));
+    }
+    {
+        PeerProcess client([&] { return run_client(tcp.port, Mode::Require, hide_devices, "no RDMA device"); });
+        const int fd = tcp.accept_one();
+        std::uint8_t byte = 0;
+        CHECK(recv(fd, &byte, 1, 0) == 0);  // nothing sent, connection closed
+        close(fd);
+        CHECK(client.wait() == code_of(UpgradeOutcome::Failed));
+    }
+}
+
+TEST_CASE("a client whose memlock limit is too low stays on TCP with prefer and fails with require",
+          "[rdma][fallback]") {
+    const auto shrink_memlock = [] {
+        const rlimit tiny{64 * 1024, 64 * 1024};
+        if (setrlimit(RLIMIT_MEMLOCK, &tiny) != 0) std::exit(80);
+    };
+    TcpListener tcp;
+    {
+        PeerProcess client([&] { return run_client(tcp.port, Mode::Prefer, shrink_memlock, "LimitMEMLOCK"); });
+        CHECK(run_server(tcp) == UpgradeOutcome::TcpSame);
+        CHECK(client.wait() == code_of(UpgradeOutcome::TcpSame));
+    }
+    {
+        PeerProcess client([&] { return run_client(tcp.port, Mode::Require, shrink_memlock, "ulimit -l"); });
+        const int fd = tcp.accept_one();
+        std::uint8_t byte = 0;
+        CHECK(recv(fd, &byte, 1, 0) == 0);
+        close(fd);
+        CHECK(client.wait() == code_of(UpgradeOutcome::Failed));
+    }
+}
+
+TEST_CASE("a server whose memlock limit is too low declines and the client follows its mode",
+          "[rdma][fallback]") {
+    const rlimit tiny{64 * 1024, 64 * 1024};
+    TcpListener tcp;
+    {
+        PeerProcess client([&] { return run_client(tcp.port, Mode::Prefer, no_change, "declined"); });
+        rlimit saved{};
+        getrlimit(RLIMIT_MEMLOCK, &saved);
+        REQUIRE(setrlimit(RLIMIT_MEMLOCK, &tiny) == 0);
+        CHECK(run_server(tcp) == UpgradeOutcome::TcpSame);
+        setrlimit(RLIMIT_MEMLOCK, &saved);
+        CHECK(client.wait() == code_of(UpgradeOutcome::TcpSame));
+    }
+    {
+        PeerProcess client([&] { return run_client(tcp.port, Mode::Require, no_change, "declined"); });
+        rlimit saved{};
+        getrlimit(RLIMIT_MEMLOCK, &saved);
+        REQUIRE(setrlimit(RLIMIT_MEMLOCK, &tiny) == 0);
+        CHECK(run_server(tcp) == UpgradeOutcome::Failed);  // the client hung up after 'N'
+        setrlimit(RLIMIT_MEMLOCK, &saved);
+        CHECK(client.wait() == code_of(UpgradeOutcome::Failed));
+    }
+}
+
+TEST_CASE("an RDMA address without a route fails connect with a message naming the call", "[rdma][fallback]") {
+    // The guest has no route beyond its rxe subnet 10.99.0.0/24 (no default
+    // route), so resolving 10.98.0.1 fails at once and sends nothing.
+    sockaddr_in nowhere = rdma_address(4791);
+    inet_pton(AF_INET, "10.98.0.1", &nowhere.sin_addr);
+    Settings s;
+    s.connect_timeout = 3000ms;
+    transport::Error err;
+    auto conn = transport::connect(reinterpret_cast<const sockaddr*>(&nowhere), test_nonce(), s, err);
+    CHECK_FALSE(conn);
+    INFO(err.message);
+    CHECK((err.code == ENETUNREACH || err.code == EHOSTUNREACH));
+    CHECK_THAT(err.message, Catch::Contains("rdma_resolve_addr(10.98.0.1:4791)"));
+}
+
+TEST_CASE("a client that gives up on RDMA after the server accepted continues on the same TCP connection",
+          "[rdma][fallback]") {
+    TcpListener tcp;
+    PeerProcess client([&]() -> int {
+        const int fd = tcp_connect(tcp.port);
+        const auto request = protocol::encode_upgrade_request();
+        std::uint8_t reply[protocol::kUpgradeAcceptSize];
+        if (send(fd, request.data(), request.size(), 0) != 8 || !read_fully(fd, reply, sizeof reply)) return 90;
+        // As a client does when its RDMA connect fails: talk TCP instead.
+        return send(fd, kHello, sizeof kHello, 0) == sizeof kHello ? 0 : 91;
+    });
+    CHECK(run_server(tcp) == UpgradeOutcome::TcpSame);
+    CHECK(client.wait() == 0);
+}

@@ -1,0 +1,249 @@
+// A peer that dies or misbehaves, against the real rxe device.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <array>
+#include <variant>
+
+#include "peer_process.hpp"
+#include "protocol/byte_order.hpp"
+#include "transport/cm_events.hpp"
+#include "transport/endpoint.hpp"
+
+using namespace pg_rdma::test;
+namespace transport = pg_rdma::transport;
+namespace protocol = pg_rdma::protocol;
+
+namespace {
+
+Settings fast_keepalive() {
+    Settings s;
+    s.keepalive_interval = 100ms;
+    s.keepalive_timeout = 1000ms;
+    return s;
+}
+
+// A hand-rolled peer built from the transport's lower layer, so it can send
+// exactly the bytes a test wants, including ones Stream would never send.
+class RawPeer {
+public:
+    bool connect(std::uint16_t port, std::string& why) {
+        const auto deadline = transport::SetupClock::now() + 10s;
+        transport::Error err;
+        auto channel = transport::make_cm_channel(err);
+        rdma_cm_id* raw = nullptr;
+        if (!channel || rdma_create_id(channel.get(), &raw, nullptr, RDMA_PS_TCP) != 0) return why = "id", false;
+        transport::CmIdPtr id(raw);
+        sockaddr_in dst = rdma_address(port);
+        if (rdma_resolve_addr(id.get(), nullptr, reinterpret_cast<sockaddr*>(&dst), 5000) != 0 ||
+            !transport::expect_cm_event(channel.get(), RDMA_CM_EVENT_ADDR_RESOLVED, deadline, "addr", err) ||
+            rdma_resolve_route(id.get(), 5000) != 0 ||
+            !transport::expect_cm_event(channel.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, "route", err))
+            return why = err.message, false;
+        ep_ = transport::Endpoint::create(std::move(channel), std::move(id), Settings{}, err);
+        if (!ep_) return why = err.message, false;
+        const auto pd = protocol::encode_connect_private_data(test_nonce());
+        rdma_conn_param param{};
+        param.private_data = pd.data();
+        param.private_data_len = static_cast<std::uint8_t>(pd.size());
+        param.retry_count = 7;
+        param.rnr_retry_count = 3;
+        if (rdma_connect(ep_->id(), &param) != 0 ||
+            !transport::expect_cm_event(ep_->cm_channel(), RDMA_CM_EVENT_ESTABLISHED, deadline, "connect", err))
+            return why = err.message, false;
+        return true;
+    }
+
+    bool send(const protocol::ControlBytes& bytes) {
+        const std::uint64_t seq = next_seq_++;
+        return ep_->post_control(static_cast<std::uint32_t>(seq), bytes, seq, true);
+    }
+
+    // Waits for `count` receive completions (the victim's handshake replies).
+    bool receive(int count) {
+        const auto deadline = std::chrono::steady_clock::now() + 10s;
+        while (count > 0 && std::chrono::steady_clock::now() < deadline) {
+            std::array<ibv_wc, 8> wcs{};
+            const int n = ep_->poll(wcs);
+            for (int i = 0; i < n; ++i) {
+                const ibv_wc& wc = wcs[static_cast<std::size_t>(i)];
+                if ((wc.wr_id & transport::kRecvWrFlag) == 0) continue;
+                --count;
+                const auto slot = static_cast<std::uint32_t>(wc.wr_id & ~transport::kRecvWrFlag);
+                const auto msg = protocol::decode_control({ep_->control_rx_slot(slot), wc.byte_len});
+                if (msg.is_ok() && std::holds_alternative<protocol::XferMemory>(msg.value))
+                    victim_ring_ = std::get<protocol::XferMemory>(msg.value);
+            }
+            usleep(1000);
+        }
+        return count <= 0;
+    }
+
+    // True once the victim has disconnected us (it noticed the violation).
+    bool disconnected_within(std::chrono::seconds limit) {
+        transport::Error err;
+        const auto deadline = transport::SetupClock::now() + limit;
+        for (;;) {
+            auto event = transport::next_cm_event(ep_->cm_channel(), deadline, "disconnect", err);
+            if (!event) return false;
+            if (event->event == RDMA_CM_EVENT_DISCONNECTED) return true;
+        }
+    }
+
+    transport::Endpoint& endpoint() { return *ep_; }
+    // The victim's RX ring, once its RegisterXferMemory was received.
+    [[nodiscard]] const protocol::XferMemory& victim_ring() const { return victim_ring_; }
+
+private:
+    protocol::XferMemory victim_ring_{};
+    std::unique_ptr<transport::Endpoint> ep_;
+    std::uint64_t next_seq_ = 0;
+};
+
+protocol::ControlBytes offer_bytes() {
+    const Settings s;
+    protocol::FeatureOffer offer{protocol::kMinProtocolVersion, protocol::kMaxProtocolVersion, s.credits,
+                                 protocol::kSupportedFeatures, s.rx_buffer_size,
+                                 static_cast<std::uint32_t>(s.keepalive_interval.count()),
+                                 static_cast<std::uint32_t>(s.keepalive_timeout.count())};
+    return protocol::encode_control(offer);
+}
+
+// A Keepalive with a reserved byte set: well-formed in size, invalid inside.
+protocol::ControlBytes malformed_bytes() {
+    protocol::ControlBytes b = protocol::encode_control(protocol::Keepalive{});
+    b[17] = 0xAB;
+    return b;
+}
+
+}  // namespace
+
+TEST_CASE("a peer killed with SIGKILL is detected within the keepalive timeout", "[rdma][failure]") {
+    const Settings settings = fast_keepalive();
+    Pipe port_pipe, ready_pipe;
+    PeerProcess peer([&]() -> int {
+        std::string error;
+        auto conn = connect_to_parent(static_cast<std::uint16_t>(port_pipe.recv_u32()), settings, error);
+        if (!conn) return 90;
+        ready_pipe.send_u32(1);
+        for (;;) pause();
+    });
+    std::string error;
+    std::uint16_t port = 0;
+    auto listener = listen_here(settings, port, error);
+    REQUIRE(listener);
+    port_pipe.send_u32(port);
+    auto conn = accept_one(*listener, error);
+    INFO(error);
+    REQUIRE(conn);
+    ready_pipe.recv_u32();
+
+    peer.kill(SIGKILL);
+    CHECK(peer.wait() == 128 + SIGKILL);
+    const auto start = std::chrono::steady_clock::now();
+    const int err = wait_for_error(*conn, std::chrono::duration_cast<std::chrono::seconds>(
+                                              settings.keepalive_timeout) + 5s);  // TCG slack
+    INFO("errno " << err << " after "
+                  << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start)
+                         .count()
+                  << " ms");
+    CHECK((err == ECONNRESET || err == ETIMEDOUT));
+    std::uint8_t byte = 0;
+    CHECK(conn->write(&byte, 1) == -1);  // and writes fail too
+}
+
+TEST_CASE("a malformed control message during the handshake fails the accept and the process survives",
+          "[rdma][failure]") {
+    Pipe port_pipe;
+    PeerProcess peer([&]() -> int {
+        const auto port = static_cast<std::uint16_t>(port_pipe.recv_u32());
+        RawPeer evil;
+        std::string why;
+        if (!evil.connect(port, why) || !evil.send(malformed_bytes())) return 90;
+        if (!evil.disconnected_within(10s)) return 1;
+        // An honest connection afterwards must still be served.
+        auto conn = connect_to_parent(port, Settings{}, why);
+        if (!conn) return 2;
+        std::uint8_t ping[64];
+        fill_pattern(ping, sizeof ping, 7);
+        return write_all(*conn, ping, sizeof ping) && conn->close() == 0 ? 0 : 3;
+    });
+    std::string error;
+    std::uint16_t port = 0;
+    auto listener = listen_here(Settings{}, port, error);
+    REQUIRE(listener);
+    port_pipe.send_u32(port);
+
+    transport::Error err;
+    auto bad = listener->accept(test_nonce(), nullptr, err);
+    CHECK_FALSE(bad);
+    CHECK(err.code == EPROTO);
+    CHECK_THAT(err.message, Catch::Contains("reserved"));
+
+    auto good = accept_one(*listener, error);
+    INFO(error);
+    REQUIRE(good);
+    std::uint8_t ping[64];
+    REQUIRE(read_exact(*good, ping, sizeof ping));
+    CHECK(check_pattern(ping, sizeof ping, 7));
+    CHECK(peer.wait() == 0);
+}
+
+TEST_CASE("a malformed control message on an open connection fails it with EPROTO", "[rdma][failure]") {
+    Pipe port_pipe, accepted_pipe;
+    PeerProcess peer([&]() -> int {
+        RawPeer evil;
+        std::string why;
+        if (!evil.connect(static_cast<std::uint16_t>(port_pipe.recv_u32()), why)) return 90;
+        // A correct handshake first, then, once the victim holds an open
+        // connection, garbage.
+        if (!evil.send(offer_bytes()) || !evil.receive(2)) return 91;
+        if (!evil.send(protocol::encode_control(evil.endpoint().rx_ring_announcement()))) return 92;
+        accepted_pipe.recv_u32();
+        if (!evil.send(malformed_bytes())) return 93;
+        return evil.disconnected_within(10s) ? 0 : 1;
+    });
+    std::string error;
+    std::uint16_t port = 0;
+    auto listener = listen_here(Settings{}, port, error);
+    REQUIRE(listener);
+    port_pipe.send_u32(port);
+    auto conn = accept_one(*listener, error);
+    INFO(error);
+    REQUIRE(conn);
+    accepted_pipe.send_u32(1);
+    CHECK(wait_for_error(*conn, 10s) == EPROTO);
+    CHECK(peer.wait() == 0);
+}
+
+TEST_CASE("a peer writing beyond the ring window it was given fails the connection", "[rdma][failure]") {
+    Pipe port_pipe, accepted_pipe;
+    PeerProcess peer([&]() -> int {
+        RawPeer evil;
+        std::string why;
+        if (!evil.connect(static_cast<std::uint16_t>(port_pipe.recv_u32()), why)) return 90;
+        if (!evil.send(offer_bytes()) || !evil.receive(2)) return 91;
+        if (!evil.send(protocol::encode_control(evil.endpoint().rx_ring_announcement()))) return 92;
+        // Writes 4 KiB into the victim's real ring but claims, in the
+        // immediate data, more bytes than the ring holds.
+        accepted_pipe.recv_u32();
+        const protocol::XferMemory ring = evil.victim_ring();
+        if (ring.addr == 0) return 93;
+        if (!evil.endpoint().post_write_imm(0, 4096, ring.addr, ring.rkey, ring.length + 1, 100, true)) return 94;
+        return evil.disconnected_within(10s) ? 0 : 1;
+        return 0;
+    });
+    std::string error;
+    std::uint16_t port = 0;
+    auto listener = listen_here(Settings{}, port, error);
+    REQUIRE(listener);
+    port_pipe.send_u32(port);
+    auto conn = accept_one(*listener, error);
+    INFO(error);
+    REQUIRE(conn);
+    accepted_pipe.send_u32(1);
+    CHECK(wait_for_error(*conn, 10s) == EPROTO);
+    CHECK(peer.wait() == 0);
+}
