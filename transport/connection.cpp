@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <mutex>
 #include <vector>
 
 #include "transport/stream.hpp"
@@ -16,21 +17,29 @@ namespace {
 
 // Connections this process owns, for the exit handler. Deliberately leaked:
 // it must outlive every static destructor that might run before atexit
-// handlers registered later.
-std::vector<Connection*>& live_connections() {
-    static auto* live = new std::vector<Connection*>();
-    return *live;
+// handlers registered later. Connections are single-threaded, but different
+// threads may each own some, so the list itself is locked.
+struct Registry {
+    std::mutex lock;
+    std::vector<Connection*> live;
+};
+
+Registry& registry() {
+    static auto* r = new Registry();
+    return *r;
 }
 
 void register_connection(Connection* c) {
     static const bool registered = [] { return std::atexit(&Connection::close_all_at_exit) == 0; }();
     (void)registered;
-    live_connections().push_back(c);
+    const std::lock_guard guard(registry().lock);
+    registry().live.push_back(c);
 }
 
 void unregister_connection(Connection* c) {
-    auto& live = live_connections();
-    live.erase(std::remove(live.begin(), live.end(), c), live.end());
+    Registry& r = registry();
+    const std::lock_guard guard(r.lock);
+    r.live.erase(std::remove(r.live.begin(), r.live.end(), c), r.live.end());
 }
 
 }  // namespace
@@ -91,7 +100,12 @@ ConnectionStats Connection::stats() const { return stream_ ? stream_->stats() : 
 
 void Connection::close_all_at_exit() {
     const int saved = errno;
-    for (Connection* c : live_connections())
+    std::vector<Connection*> live;
+    {
+        const std::lock_guard guard(registry().lock);
+        live = registry().live;
+    }
+    for (Connection* c : live)
         if (c->usable()) c->close();
     errno = saved;
 }
