@@ -28,7 +28,7 @@ constexpr std::size_t kHeaderSize = 16;  // bytes on the wire
 static_assert(sizeof(PhaseHeader) == kHeaderSize);
 
 // Round trips before each latency measurement: they warm caches and the
-// transport's rings and tell how many round trips fit the time budget.
+// transport's rings, and their rate sizes the first measured phase.
 constexpr std::uint64_t kLatencyWarmupRoundTrips = 20;
 // Fewer samples than this make p99 meaningless, whatever the time budget.
 constexpr std::uint64_t kMinLatencyIters = 100;
@@ -116,6 +116,13 @@ std::string label(const ByteStream& stream)
     return std::string("transport=") + stream.name() + " wait=" + (stream.spins() ? "spin" : "poll");
 }
 
+// Events per second; a phase too short for the clock to see counts as 1 ns.
+double rate(std::uint64_t count, double seconds)
+{
+    constexpr double kShortestSeconds = 1e-9;
+    return static_cast<double>(count) / std::max(seconds, kShortestSeconds);
+}
+
 std::uint64_t clamp_count(double fitting, std::uint64_t low, std::uint64_t high)
 {
     const double clamped = std::clamp(fitting, static_cast<double>(low), static_cast<double>(high));
@@ -137,10 +144,10 @@ void measure_latency(ByteStream& stream, std::vector<unsigned char>& buf, std::s
 {
     IoCounters io;
     std::vector<double> warmup;
-    double round_trips_per_s = static_cast<double>(kLatencyWarmupRoundTrips) /
-                               ping_pong(stream, buf, size, kLatencyWarmupRoundTrips, warmup, io);
-    // Like bandwidth, in chunks sized from the latest rate, so that a guest
-    // that turns slow halfway stretches the run by one chunk at most.
+    double round_trips_per_s = rate(
+        kLatencyWarmupRoundTrips,
+        ping_pong(stream, buf, size, kLatencyWarmupRoundTrips, warmup, io));
+    // In phases sized from the latest rate (bench_phases.hpp).
     const std::uint64_t min_iters = std::min(kMinLatencyIters, plan.max_iters);
     io = IoCounters{};
     std::vector<double> samples;
@@ -151,7 +158,7 @@ void measure_latency(ByteStream& stream, std::vector<unsigned char>& buf, std::s
             round_trips_per_s, plan.seconds - seconds, samples.size(), min_iters, plan.max_iters);
         const double elapsed = ping_pong(stream, buf, size, count, samples, io);
         seconds += elapsed;
-        round_trips_per_s = static_cast<double>(count) / elapsed;
+        round_trips_per_s = rate(count, elapsed);
     }
     print_latency(label(stream), size, samples.size(), summarize_latency(samples), io.stalls);
 }
@@ -161,8 +168,7 @@ void measure_bandwidth(ByteStream& stream, std::vector<unsigned char>& buf, std:
 {
     IoCounters io;
     const std::uint64_t warmup_count = std::max<std::uint64_t>(kBandwidthWarmupBytes / size, 2);
-    const double warmup_s = stream_out(stream, buf, size, warmup_count, io);
-    double messages_per_s = static_cast<double>(warmup_count) / warmup_s;
+    double messages_per_s = rate(warmup_count, stream_out(stream, buf, size, warmup_count, io));
     // The budget is spent in chunks, each sized from the rate measured so
     // far: a single phase sized from the short warm-up would miss the budget
     // by a factor of two either way. Each chunk waits for its ack, which
@@ -177,7 +183,7 @@ void measure_bandwidth(ByteStream& stream, std::vector<unsigned char>& buf, std:
         const double elapsed = stream_out(stream, buf, size, count, io);
         messages += count;
         seconds += elapsed;
-        messages_per_s = static_cast<double>(count) / elapsed;
+        messages_per_s = rate(count, elapsed);
     }
     print_bandwidth(label(stream), size, messages, seconds, io.stalls);
 }

@@ -13,6 +13,9 @@
 //            them all the server writes one ack byte, so the client's clock
 //            stops only when every byte was delivered, not merely queued.
 // done:      the server closes; the client reads until end of stream.
+// One measurement is a warm-up phase and then phases of about a quarter of a
+// second each, sized from the rate of the one before, until the time budget
+// is spent: a guest that turns slow halfway overruns by one phase at most.
 #pragma once
 
 #include <cstddef>
@@ -32,7 +35,8 @@ struct ClientPlan {
     Measure measure = Measure::Latency;
     std::vector<std::size_t> sizes;   // bytes per message, one measurement each
     std::uint64_t max_iters = 1'000;  // latency: measured round trips per size, at most
-    double seconds = 2.0;             // time budget per size (s), after warm-up
+    double seconds = 2.0;             // time budget per size (s), after warm-up;
+                                      // latency still takes 100 round trips at least
 };
 
 // Runs every size of `plan` and prints one result line per size on stdout.

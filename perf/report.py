@@ -278,7 +278,8 @@ def print_latency(rows):
                       r["targets"]["p50_at_most_1.3x_ib_write_lat"]),
           target_cell(r["ratios"]["ours_avg_over_rstream_avg"], r["targets"]["below_rstream"]),
           num(r["ratios"]["ours_p50_over_tcp_p50"]),
-          num(r["ratios"]["ours_spin_p50_over_ib_write_lat_typical"])] for r in rows])
+          num(r["ratios"]["ours_spin_p50_over_ib_write_lat_typical"])]
+         for r in rows if r["size"] != PERFTEST_FLOOR_SIZE])
 
 
 def print_bandwidth(rows):

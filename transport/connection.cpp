@@ -98,6 +98,8 @@ bool Connection::readable() { return !usable() || stream_->readable(); }
 
 ConnectionStats Connection::stats() const { return stream_ ? stream_->stats() : ConnectionStats{}; }
 
+std::string Connection::failure_reason() const { return stream_ ? stream_->failure_reason() : std::string(); }
+
 void Connection::close_all_at_exit() {
     const int saved = errno;
     std::vector<Connection*> live;

@@ -35,6 +35,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace pg_rdma::transport {
 
@@ -71,6 +72,8 @@ public:
     // True when read() would not return EAGAIN (data, EOF or an error waits).
     [[nodiscard]] bool readable();
     [[nodiscard]] ConnectionStats stats() const;
+    // Why the connection failed, in words for a log line; empty while it works.
+    [[nodiscard]] std::string failure_reason() const;
 
     // Closes every connection this process still owns. Registered with
     // atexit() when the first connection is made; safe to call more than once.

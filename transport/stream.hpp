@@ -50,6 +50,7 @@ public:
     [[nodiscard]] int fd() const { return events_.fd(); }
     bool readable();
     [[nodiscard]] const ConnectionStats& stats() const { return stats_; }
+    [[nodiscard]] const std::string& failure_reason() const { return failure_reason_; }
 
 private:
     explicit Stream(std::unique_ptr<Endpoint> endpoint);

@@ -1,10 +1,15 @@
 // A peer that dies or misbehaves, against the real rxe device.
 #include <catch2/catch.hpp>
 
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
 #include <variant>
 
 #include "peer_process.hpp"
@@ -245,5 +250,112 @@ TEST_CASE("a peer writing beyond the ring window it was given fails the connecti
     REQUIRE(conn);
     accepted_pipe.send_u32(1);
     CHECK(wait_for_error(*conn, 10s) == EPROTO);
+    CHECK(peer.wait() == 0);
+}
+
+namespace {
+
+// Takes the guest's RDMA netdev down for the lifetime of the object, as a
+// pulled cable would, and brings it back (port ACTIVE again) afterwards.
+class CableCut {
+public:
+    CableCut() : netdev_(env("RXE_NETDEV")), device_(env("RXE_DEV")) { REQUIRE(link("down")); }
+    ~CableCut() {
+        link("up");
+        const std::string state = "/sys/class/infiniband/" + device_ + "/ports/1/state";
+        for (int i = 0; i < 100 && !active(state); ++i) usleep(100'000);
+    }
+
+private:
+    static std::string env(const char* name) {
+        const char* v = std::getenv(name);
+        if (v == nullptr) throw std::runtime_error(std::string(name) + " is not set: run in the guest");
+        return v;
+    }
+    bool link(const char* updown) const {
+        return std::system(("ip link set " + netdev_ + " " + updown).c_str()) == 0;
+    }
+    static bool active(const std::string& path) {
+        FILE* f = std::fopen(path.c_str(), "r");
+        if (f == nullptr) return false;
+        char buf[64] = {};
+        const bool ok = std::fgets(buf, sizeof buf, f) != nullptr && std::strstr(buf, "ACTIVE") != nullptr;
+        std::fclose(f);
+        return ok;
+    }
+    std::string netdev_;
+    std::string device_;
+};
+
+}  // namespace
+
+TEST_CASE("a cut link fails an idle connection with a reason instead of hanging", "[rdma][failure]") {
+    // Both processes stay alive and nobody disconnects; the link goes away.
+    // The connection is idle, so only its own keepalive traffic can notice.
+    // (On rxe loopback the keepalive send fails locally; with a remote peer
+    // that stops acknowledging, the keepalive clock gives ETIMEDOUT.)
+    const Settings settings = fast_keepalive();
+    Pipe port_pipe, ready_pipe;
+    PeerProcess peer([&]() -> int {
+        std::string error;
+        auto conn = connect_to_parent(static_cast<std::uint16_t>(port_pipe.recv_u32()), settings, error);
+        if (!conn) return 90;
+        ready_pipe.send_u32(1);
+        for (;;) pause();
+    });
+    std::string error;
+    std::uint16_t port = 0;
+    auto listener = listen_here(settings, port, error);
+    REQUIRE(listener);
+    port_pipe.send_u32(port);
+    auto conn = accept_one(*listener, error);
+    INFO(error);
+    REQUIRE(conn);
+    ready_pipe.recv_u32();
+
+    const CableCut cut;
+    const int err = wait_for_error(*conn, std::chrono::duration_cast<std::chrono::seconds>(
+                                              settings.keepalive_timeout) + 5s);  // TCG slack
+    INFO(conn->failure_reason());
+    CHECK(err != 0);
+    CHECK_FALSE(conn->failure_reason().empty());
+}
+
+TEST_CASE("an idle connection outlives many keepalive timeouts", "[rdma][failure]") {
+    const Settings settings = fast_keepalive();
+    static constexpr auto kIdle = 4s;  // four timeouts
+    // Both ends idle in poll() on their fd, as PostgreSQL waits for a socket.
+    const auto idle = [](Connection& conn) {
+        const auto until = std::chrono::steady_clock::now() + kIdle;
+        std::uint8_t byte = 0;
+        while (std::chrono::steady_clock::now() < until) {
+            pollfd p{conn.fd(), POLLIN, 0};
+            poll(&p, 1, 50);
+            if (conn.read(&byte, 1) != -1 || errno != EAGAIN) return false;
+        }
+        return true;
+    };
+    Pipe port_pipe;
+    PeerProcess peer([&]() -> int {
+        std::string error;
+        auto conn = connect_to_parent(static_cast<std::uint16_t>(port_pipe.recv_u32()), settings, error);
+        if (!conn || !idle(*conn)) return 1;
+        std::uint8_t ping[32];
+        fill_pattern(ping, sizeof ping, 9);
+        return write_all(*conn, ping, sizeof ping) && conn->close() == 0 ? 0 : 2;
+    });
+    std::string error;
+    std::uint16_t port = 0;
+    auto listener = listen_here(settings, port, error);
+    REQUIRE(listener);
+    port_pipe.send_u32(port);
+    auto conn = accept_one(*listener, error);
+    INFO(error);
+    REQUIRE(conn);
+    CHECK(idle(*conn));
+    std::uint8_t ping[32];
+    REQUIRE(read_exact(*conn, ping, sizeof ping));
+    CHECK(check_pattern(ping, sizeof ping, 9));
+    CHECK(conn->stats().control_sent > 10);  // keepalives went out while idle
     CHECK(peer.wait() == 0);
 }
