@@ -6,13 +6,9 @@
 #include <unistd.h>
 
 #include <array>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <stdexcept>
 #include <variant>
 
-#include "peer_process.hpp"
+#include "with_peer.hpp"
 #include "protocol/byte_order.hpp"
 #include "transport/cm_events.hpp"
 #include "transport/endpoint.hpp"
@@ -125,45 +121,38 @@ protocol::ControlBytes malformed_bytes() {
 
 }  // namespace
 
+namespace {
+
+// A peer that connects and then only sleeps.
+[[noreturn]] int connect_and_sleep(Connection&) {
+    for (;;) pause();
+}
+
+}  // namespace
+
 TEST_CASE("a peer killed with SIGKILL is detected within the keepalive timeout", "[rdma][failure]") {
     const Settings settings = fast_keepalive();
-    Pipe port_pipe, ready_pipe;
-    PeerProcess peer([&]() -> int {
-        std::string error;
-        auto conn = connect_to_parent(static_cast<std::uint16_t>(port_pipe.recv_u32()), settings, error);
-        if (!conn) return 90;
-        ready_pipe.send_u32(1);
-        for (;;) pause();
+    with_peer(settings, connect_and_sleep, [&](Connection& conn, PeerProcess& peer) {
+        peer.kill(SIGKILL);
+        CHECK(peer.wait() == 128 + SIGKILL);
+        const auto start = std::chrono::steady_clock::now();
+        const int err = wait_for_error(conn, std::chrono::duration_cast<std::chrono::seconds>(
+                                                 settings.keepalive_timeout) + 5s);  // TCG slack
+        INFO("errno " << err << " after "
+                      << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                               start).count()
+                      << " ms: " << conn.failure_reason());
+        CHECK((err == ECONNRESET || err == ETIMEDOUT));
+        std::uint8_t byte = 0;
+        CHECK(conn.write(&byte, 1) == -1);  // and writes fail too
     });
-    std::string error;
-    std::uint16_t port = 0;
-    auto listener = listen_here(settings, port, error);
-    REQUIRE(listener);
-    port_pipe.send_u32(port);
-    auto conn = accept_one(*listener, error);
-    INFO(error);
-    REQUIRE(conn);
-    ready_pipe.recv_u32();
-
-    peer.kill(SIGKILL);
-    CHECK(peer.wait() == 128 + SIGKILL);
-    const auto start = std::chrono::steady_clock::now();
-    const int err = wait_for_error(*conn, std::chrono::duration_cast<std::chrono::seconds>(
-                                              settings.keepalive_timeout) + 5s);  // TCG slack
-    INFO("errno " << err << " after "
-                  << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start)
-                         .count()
-                  << " ms");
-    CHECK((err == ECONNRESET || err == ETIMEDOUT));
-    std::uint8_t byte = 0;
-    CHECK(conn->write(&byte, 1) == -1);  // and writes fail too
 }
 
 TEST_CASE("a malformed control message during the handshake fails the accept and the process survives",
           "[rdma][failure]") {
     Pipe port_pipe;
     PeerProcess peer([&]() -> int {
-        const auto port = static_cast<std::uint16_t>(port_pipe.recv_u32());
+        const auto port = static_cast<std::uint16_t>(port_pipe.recv_u32());  // used twice
         RawPeer evil;
         std::string why;
         if (!evil.connect(port, why) || !evil.send(malformed_bytes())) return 90;
@@ -175,21 +164,14 @@ TEST_CASE("a malformed control message during the handshake fails the accept and
         fill_pattern(ping, sizeof ping, 7);
         return write_all(*conn, ping, sizeof ping) && conn->close() == 0 ? 0 : 3;
     });
-    std::string error;
-    std::uint16_t port = 0;
-    auto listener = listen_here(Settings{}, port, error);
-    REQUIRE(listener);
-    port_pipe.send_u32(port);
-
+    Rendezvous rendezvous(port_pipe, Settings{});
     transport::Error err;
-    auto bad = listener->accept(test_nonce(), nullptr, err);
+    auto bad = rendezvous.listener().accept(test_nonce(), nullptr, err);
     CHECK_FALSE(bad);
     CHECK(err.code == EPROTO);
     CHECK_THAT(err.message, Catch::Contains("reserved"));
 
-    auto good = accept_one(*listener, error);
-    INFO(error);
-    REQUIRE(good);
+    auto good = rendezvous.accept();
     std::uint8_t ping[64];
     REQUIRE(read_exact(*good, ping, sizeof ping));
     CHECK(check_pattern(ping, sizeof ping, 7));
@@ -210,14 +192,8 @@ TEST_CASE("a malformed control message on an open connection fails it with EPROT
         if (!evil.send(malformed_bytes())) return 93;
         return evil.disconnected_within(10s) ? 0 : 1;
     });
-    std::string error;
-    std::uint16_t port = 0;
-    auto listener = listen_here(Settings{}, port, error);
-    REQUIRE(listener);
-    port_pipe.send_u32(port);
-    auto conn = accept_one(*listener, error);
-    INFO(error);
-    REQUIRE(conn);
+    Rendezvous rendezvous(port_pipe, Settings{});
+    auto conn = rendezvous.accept();
     accepted_pipe.send_u32(1);
     CHECK(wait_for_error(*conn, 10s) == EPROTO);
     CHECK(peer.wait() == 0);
@@ -240,85 +216,11 @@ TEST_CASE("a peer writing beyond the ring window it was given fails the connecti
         return evil.disconnected_within(10s) ? 0 : 1;
         return 0;
     });
-    std::string error;
-    std::uint16_t port = 0;
-    auto listener = listen_here(Settings{}, port, error);
-    REQUIRE(listener);
-    port_pipe.send_u32(port);
-    auto conn = accept_one(*listener, error);
-    INFO(error);
-    REQUIRE(conn);
+    Rendezvous rendezvous(port_pipe, Settings{});
+    auto conn = rendezvous.accept();
     accepted_pipe.send_u32(1);
     CHECK(wait_for_error(*conn, 10s) == EPROTO);
     CHECK(peer.wait() == 0);
-}
-
-namespace {
-
-// Takes the guest's RDMA netdev down for the lifetime of the object, as a
-// pulled cable would, and brings it back (port ACTIVE again) afterwards.
-class CableCut {
-public:
-    CableCut() : netdev_(env("RXE_NETDEV")), device_(env("RXE_DEV")) { REQUIRE(link("down")); }
-    ~CableCut() {
-        link("up");
-        const std::string state = "/sys/class/infiniband/" + device_ + "/ports/1/state";
-        for (int i = 0; i < 100 && !active(state); ++i) usleep(100'000);
-    }
-
-private:
-    static std::string env(const char* name) {
-        const char* v = std::getenv(name);
-        if (v == nullptr) throw std::runtime_error(std::string(name) + " is not set: run in the guest");
-        return v;
-    }
-    bool link(const char* updown) const {
-        return std::system(("ip link set " + netdev_ + " " + updown).c_str()) == 0;
-    }
-    static bool active(const std::string& path) {
-        FILE* f = std::fopen(path.c_str(), "r");
-        if (f == nullptr) return false;
-        char buf[64] = {};
-        const bool ok = std::fgets(buf, sizeof buf, f) != nullptr && std::strstr(buf, "ACTIVE") != nullptr;
-        std::fclose(f);
-        return ok;
-    }
-    std::string netdev_;
-    std::string device_;
-};
-
-}  // namespace
-
-TEST_CASE("a cut link fails an idle connection with a reason instead of hanging", "[rdma][failure]") {
-    // Both processes stay alive and nobody disconnects; the link goes away.
-    // The connection is idle, so only its own keepalive traffic can notice.
-    // (On rxe loopback the keepalive send fails locally; with a remote peer
-    // that stops acknowledging, the keepalive clock gives ETIMEDOUT.)
-    const Settings settings = fast_keepalive();
-    Pipe port_pipe, ready_pipe;
-    PeerProcess peer([&]() -> int {
-        std::string error;
-        auto conn = connect_to_parent(static_cast<std::uint16_t>(port_pipe.recv_u32()), settings, error);
-        if (!conn) return 90;
-        ready_pipe.send_u32(1);
-        for (;;) pause();
-    });
-    std::string error;
-    std::uint16_t port = 0;
-    auto listener = listen_here(settings, port, error);
-    REQUIRE(listener);
-    port_pipe.send_u32(port);
-    auto conn = accept_one(*listener, error);
-    INFO(error);
-    REQUIRE(conn);
-    ready_pipe.recv_u32();
-
-    const CableCut cut;
-    const int err = wait_for_error(*conn, std::chrono::duration_cast<std::chrono::seconds>(
-                                              settings.keepalive_timeout) + 5s);  // TCG slack
-    INFO(conn->failure_reason());
-    CHECK(err != 0);
-    CHECK_FALSE(conn->failure_reason().empty());
 }
 
 TEST_CASE("an idle connection outlives many keepalive timeouts", "[rdma][failure]") {
@@ -335,27 +237,17 @@ TEST_CASE("an idle connection outlives many keepalive timeouts", "[rdma][failure
         }
         return true;
     };
-    Pipe port_pipe;
-    PeerProcess peer([&]() -> int {
-        std::string error;
-        auto conn = connect_to_parent(static_cast<std::uint16_t>(port_pipe.recv_u32()), settings, error);
-        if (!conn || !idle(*conn)) return 1;
+    const auto peer_side = [&](Connection& conn) -> int {
+        if (!idle(conn)) return 1;
         std::uint8_t ping[32];
         fill_pattern(ping, sizeof ping, 9);
-        return write_all(*conn, ping, sizeof ping) && conn->close() == 0 ? 0 : 2;
+        return write_all(conn, ping, sizeof ping) && conn.close() == 0 ? 0 : 2;
+    };
+    with_peer(settings, peer_side, [&](Connection& conn, PeerProcess&) {
+        CHECK(idle(conn));
+        std::uint8_t ping[32];
+        REQUIRE(read_exact(conn, ping, sizeof ping));
+        CHECK(check_pattern(ping, sizeof ping, 9));
+        CHECK(conn.stats().control_sent > 10);  // keepalives went out while idle
     });
-    std::string error;
-    std::uint16_t port = 0;
-    auto listener = listen_here(settings, port, error);
-    REQUIRE(listener);
-    port_pipe.send_u32(port);
-    auto conn = accept_one(*listener, error);
-    INFO(error);
-    REQUIRE(conn);
-    CHECK(idle(*conn));
-    std::uint8_t ping[32];
-    REQUIRE(read_exact(*conn, ping, sizeof ping));
-    CHECK(check_pattern(ping, sizeof ping, 9));
-    CHECK(conn->stats().control_sent > 10);  // keepalives went out while idle
-    CHECK(peer.wait() == 0);
 }

@@ -157,24 +157,24 @@ bool check_pattern(const std::uint8_t* data, std::size_t len, std::uint32_t seed
     return true;
 }
 
-std::unique_ptr<transport::Listener> listen_here(const Settings& settings, std::uint16_t& port, std::string& error) {
+Rendezvous::Rendezvous(Pipe& port_pipe, const Settings& settings) {
     const sockaddr_in addr = rdma_address(0);
     transport::Error err;
-    auto listener = transport::Listener::create(reinterpret_cast<const sockaddr*>(&addr), settings, err);
-    if (!listener) {
-        error = err.message;
-        return nullptr;
-    }
-    const sockaddr_storage bound = listener->local_address();
-    port = ntohs(reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
-    return listener;
+    listener_ = transport::Listener::create(reinterpret_cast<const sockaddr*>(&addr), settings, err);
+    if (!listener_) throw std::runtime_error("Listener::create: " + err.message);
+    const sockaddr_storage bound = listener_->local_address();
+    port_pipe.send_u32(ntohs(reinterpret_cast<const sockaddr_in*>(&bound)->sin_port));
 }
 
-std::unique_ptr<Connection> accept_one(transport::Listener& listener, std::string& error) {
+std::unique_ptr<Connection> Rendezvous::accept() {
     transport::Error err;
-    auto conn = listener.accept(test_nonce(), nullptr, err);
-    if (!conn) error = err.message;
+    auto conn = listener_->accept(test_nonce(), nullptr, err);
+    if (!conn) throw std::runtime_error("Listener::accept: " + err.message);
     return conn;
+}
+
+std::unique_ptr<Connection> connect_to_parent(Pipe& port_pipe, const Settings& settings, std::string& error) {
+    return connect_to_parent(static_cast<std::uint16_t>(port_pipe.recv_u32()), settings, error);
 }
 
 std::unique_ptr<Connection> connect_to_parent(std::uint16_t port, const Settings& settings, std::string& error) {

@@ -43,6 +43,7 @@ public:
     // Waits for the child; returns its exit status, or 128 + signal.
     int wait();
     void kill(int signal);
+    [[nodiscard]] bool running() const { return pid_ > 0; }
     [[nodiscard]] pid_t pid() const { return pid_; }
 
 private:
@@ -74,11 +75,23 @@ int wait_for_error(Connection& conn, std::chrono::seconds limit);
 void fill_pattern(std::uint8_t* data, std::size_t len, std::uint32_t seed, std::uint64_t offset = 0);
 bool check_pattern(const std::uint8_t* data, std::size_t len, std::uint32_t seed, std::uint64_t offset = 0);
 
-// Accepts one connection on `listener` for a child started with
-// connect_to_parent(); the port travels over `pipe`.
-std::unique_ptr<Connection> accept_one(transport::Listener& listener, std::string& error);
+// The test's side of a rendezvous with a forked peer: listens on the guest
+// address (port 0) and tells the peer the port over `port_pipe`. Throws,
+// with the transport's message, when listening or accepting fails.
+class Rendezvous {
+public:
+    Rendezvous(Pipe& port_pipe, const Settings& settings);
+    std::unique_ptr<Connection> accept();
+    transport::Listener& listener() { return *listener_; }
+
+private:
+    std::unique_ptr<transport::Listener> listener_;
+};
+
+// The peer's side: connects to the port the test sent. nullptr with `error`.
 std::unique_ptr<Connection> connect_to_parent(std::uint16_t port, const Settings& settings, std::string& error);
-std::unique_ptr<transport::Listener> listen_here(const Settings& settings, std::uint16_t& port, std::string& error);
+// Reads the port from `port_pipe` first; for a peer that connects once.
+std::unique_ptr<Connection> connect_to_parent(Pipe& port_pipe, const Settings& settings, std::string& error);
 
 }  // namespace pg_rdma::test
 

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "peer_process.hpp"
+#include "with_peer.hpp"
 
 using namespace pg_rdma::test;
 
@@ -18,48 +18,38 @@ constexpr std::uint32_t kChildSeed = 0x4444;
 
 TEST_CASE("a reader that stops reading makes the writer see EAGAIN and loses no byte", "[rdma][flow]") {
     constexpr std::size_t kBytes = 4 * 1024 * 1024;
-    Pipe port_pipe, go_pipe;
-    PeerProcess peer([&]() -> int {
-        std::string error;
-        auto conn = connect_to_parent(static_cast<std::uint16_t>(port_pipe.recv_u32()), Settings{}, error);
-        if (!conn) return 90;
-        go_pipe.recv_u32();  // stalled: not reading until the parent says so
+    Pipe go_pipe;
+    const auto stalled_reader = [&](Connection& conn) -> int {
+        go_pipe.recv_u32();  // not reading until the writer says so
         std::vector<std::uint8_t> data(kBytes);
-        if (!read_exact(*conn, data.data(), data.size())) return 1;
+        if (!read_exact(conn, data.data(), data.size())) return 1;
         if (!check_pattern(data.data(), data.size(), kParentSeed)) return 2;
-        return read_eof(*conn) ? 0 : 3;
-    });
-    std::string error;
-    std::uint16_t port = 0;
-    auto listener = listen_here(Settings{}, port, error);
-    REQUIRE(listener);
-    port_pipe.send_u32(port);
-    auto conn = accept_one(*listener, error);
-    INFO(error);
-    REQUIRE(conn);
+        return read_eof(conn) ? 0 : 3;
+    };
+    const auto writer = [&](Connection& conn, PeerProcess&) {
+        std::vector<std::uint8_t> data(kBytes);
+        fill_pattern(data.data(), data.size(), kParentSeed);
+        std::size_t accepted = 0;
+        for (;;) {  // fill until the transport pushes back
+            const ssize_t n = conn.write(data.data() + accepted, data.size() - accepted);
+            if (n < 0) break;
+            accepted += static_cast<std::size_t>(n);
+            REQUIRE(accepted < data.size());
+        }
+        REQUIRE(errno == EAGAIN);
+        CHECK(accepted >= Settings{}.rx_buffer_size);  // the peer's ring did fill
+        CHECK(conn.stats().write_blocked > 0);
+        // Still blocked a while later: nothing was silently dropped to make room.
+        pollfd p{conn.fd(), POLLIN, 0};
+        poll(&p, 1, 300);
+        CHECK(conn.write(data.data() + accepted, data.size() - accepted) == -1);
+        CHECK(errno == EAGAIN);
 
-    std::vector<std::uint8_t> data(kBytes);
-    fill_pattern(data.data(), data.size(), kParentSeed);
-    std::size_t accepted = 0;
-    for (;;) {  // fill until the transport pushes back
-        const ssize_t n = conn->write(data.data() + accepted, data.size() - accepted);
-        if (n < 0) break;
-        accepted += static_cast<std::size_t>(n);
-        REQUIRE(accepted < data.size());
-    }
-    REQUIRE(errno == EAGAIN);
-    CHECK(accepted >= Settings{}.rx_buffer_size);  // the peer's ring did fill
-    CHECK(conn->stats().write_blocked > 0);
-    // Still blocked a while later: nothing was silently dropped to make room.
-    pollfd p{conn->fd(), POLLIN, 0};
-    poll(&p, 1, 300);
-    CHECK(conn->write(data.data() + accepted, data.size() - accepted) == -1);
-    CHECK(errno == EAGAIN);
-
-    go_pipe.send_u32(1);
-    REQUIRE(write_all(*conn, data.data() + accepted, data.size() - accepted));
-    CHECK(conn->close() == 0);
-    CHECK(peer.wait() == 0);
+        go_pipe.send_u32(1);
+        REQUIRE(write_all(conn, data.data() + accepted, data.size() - accepted));
+        CHECK(conn.close() == 0);
+    };
+    with_peer(Settings{}, stalled_reader, writer);
 }
 
 namespace {
@@ -113,7 +103,7 @@ bool pump_all(std::vector<std::unique_ptr<Connection>>& conns, std::uint32_t sen
 TEST_CASE("64 concurrent connections each move data intact", "[rdma][flow]") {
     Pipe port_pipe;
     PeerProcess peer([&]() -> int {
-        const auto port = static_cast<std::uint16_t>(port_pipe.recv_u32());
+        const auto port = static_cast<std::uint16_t>(port_pipe.recv_u32());  // once, for all connections
         std::vector<std::unique_ptr<Connection>> conns;
         for (int i = 0; i < kConnections; ++i) {
             std::string error;
@@ -132,17 +122,9 @@ TEST_CASE("64 concurrent connections each move data intact", "[rdma][flow]") {
             if (c->close() != 0) return 2;
         return 0;
     });
-    std::string error;
-    std::uint16_t port = 0;
-    auto listener = listen_here(Settings{}, port, error);
-    REQUIRE(listener);
-    port_pipe.send_u32(port);
+    Rendezvous rendezvous(port_pipe, Settings{});
     std::vector<std::unique_ptr<Connection>> conns;
-    for (int i = 0; i < kConnections; ++i) {
-        conns.push_back(accept_one(*listener, error));
-        INFO("connection " << i << ": " << error);
-        REQUIRE(conns.back());
-    }
+    for (int i = 0; i < kConnections; ++i) conns.push_back(rendezvous.accept());
     std::string why;
     const bool ok = pump_all(conns, kParentSeed, kChildSeed, why);
     INFO(why);

@@ -3,7 +3,7 @@
 
 #include <sys/socket.h>
 
-#include "peer_process.hpp"
+#include "with_peer.hpp"
 
 using namespace pg_rdma::test;
 
@@ -11,32 +11,6 @@ namespace {
 
 constexpr std::uint32_t kParentSeed = 0x1111;
 constexpr std::uint32_t kChildSeed = 0x2222;
-
-// Runs `child` in a peer process connected to a connection accepted here.
-template <class ChildBody, class ParentBody>
-void with_peer(const Settings& settings, ChildBody child, ParentBody parent) {
-    Pipe port_pipe;
-    PeerProcess peer([&]() -> int {
-        std::string error;
-        auto conn = connect_to_parent(static_cast<std::uint16_t>(port_pipe.recv_u32()), settings, error);
-        if (!conn) {
-            std::fprintf(stderr, "child: connect failed: %s\n", error.c_str());
-            return 90;
-        }
-        return child(*conn);
-    });
-    std::string error;
-    std::uint16_t port = 0;
-    auto listener = listen_here(settings, port, error);
-    INFO(error);
-    REQUIRE(listener);
-    port_pipe.send_u32(port);
-    auto conn = accept_one(*listener, error);
-    INFO(error);
-    REQUIRE(conn);
-    parent(*conn);
-    CHECK(peer.wait() == 0);
-}
 
 }  // namespace
 
@@ -57,17 +31,10 @@ TEST_CASE("transfers from 1 byte to 64 MiB in both directions at once arrive int
         }
         return 0;
     });
-    std::string error;
-    std::uint16_t port = 0;
-    auto listener = listen_here(Settings{}, port, error);
-    INFO(error);
-    REQUIRE(listener);
-    port_pipe.send_u32(port);
+    Rendezvous rendezvous(port_pipe, Settings{});
     for (const std::uint64_t size : kSizes) {
         INFO("size " << size);
-        auto conn = accept_one(*listener, error);
-        INFO(error);
-        REQUIRE(conn);
+        auto conn = rendezvous.accept();
         std::string why;
         const bool ok = exchange(*conn, size, kParentSeed, size, kChildSeed, why);
         INFO(why);
@@ -89,7 +56,7 @@ TEST_CASE("orderly close delivers every byte and then EOF", "[rdma][stream]") {
             if (!write_all(conn, data.data(), data.size())) return 1;
             return conn.close() == 0 ? 0 : 2;
         },
-        [](Connection& conn) {
+        [](Connection& conn, PeerProcess&) {
             std::vector<std::uint8_t> data(kBytes);
             REQUIRE(read_exact(conn, data.data(), data.size()));
             CHECK(check_pattern(data.data(), data.size(), kChildSeed));
@@ -112,7 +79,7 @@ TEST_CASE("shutdown for writing still lets the peer answer", "[rdma][stream]") {
             std::uint8_t more = 0;
             return conn.write(&more, 1) == -1 && errno == EPIPE ? 0 : 4;
         },
-        [](Connection& conn) {
+        [](Connection& conn, PeerProcess&) {
             std::uint8_t request[16];
             REQUIRE(read_exact(conn, request, sizeof request));
             CHECK(read_eof(conn));
@@ -134,7 +101,7 @@ TEST_CASE("a process that writes and exits without closing delivers every byte",
             // Like a PostgreSQL backend after its last message: no close().
             std::exit(0);
         },
-        [](Connection& conn) {
+        [](Connection& conn, PeerProcess&) {
             std::vector<std::uint8_t> data(kBytes);
             REQUIRE(read_exact(conn, data.data(), data.size()));
             CHECK(check_pattern(data.data(), data.size(), kChildSeed));
