@@ -27,6 +27,10 @@ struct Settings {
     Millis keepalive_timeout{20'000};           // peer is dead after this much rx silence
     Millis connect_timeout{10'000};             // whole setup: resolve, connect, negotiate
     Millis close_drain_timeout{2'000};          // how long close/exit waits for queued sends
+    // How long read() polls the completion queue before it gives up with
+    // EAGAIN and the caller sleeps: a reply that comes within this window is
+    // taken without a wakeup (rsocket does the same with 10 us). 0 disables.
+    std::chrono::microseconds busy_poll{50};
 };
 
 }  // namespace pg_rdma::transport

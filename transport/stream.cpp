@@ -14,7 +14,10 @@ ssize_t Stream::read(void* buf, std::size_t len) {
     if (closed_) return errno = EBADF, -1;
     if (len == 0) return 0;
     poll_completions();  // cheap (no system call) and keeps receives posted
-    if (rx_.unread() == 0 && !eof()) progress();
+    if (rx_.unread() == 0 && !eof()) {
+        busy_poll([this] { return rx_.unread() > 0 || eof(); });
+        if (rx_.unread() == 0 && !eof()) progress();
+    }
     if (rx_.unread() == 0) {
         if (eof()) return 0;
         errno = error_ != 0 ? error_ : EAGAIN;

@@ -71,6 +71,13 @@ private:
     // control messages. Returns false once the connection has failed.
     bool progress();
     bool poll_completions();
+    // Polls completions until `done()` or Settings::busy_poll has passed.
+    template <class Done>
+    void busy_poll(Done done) {
+        if (settings_.busy_poll.count() <= 0) return;
+        const auto until = Clock::now() + settings_.busy_poll;
+        while (error_ == 0 && !done() && Clock::now() < until) poll_completions();
+    }
     bool handle_completion(const ibv_wc& wc, Clock::time_point now);
     bool handle_receive(const ibv_wc& wc);
     bool handle_data(std::uint32_t len);
