@@ -83,7 +83,7 @@ private:
     bool handle_data(std::uint32_t len);
     bool handle_control(const protocol::ControlMessage& msg);
     bool handle_peer_close(const protocol::CloseMessage& msg);
-    bool handle_cm_events();
+    void handle_cm_events();
     void handle_keepalive_tick();
     void on_peer_gone();
     bool send_control(const protocol::ControlMessage& msg, bool force_signal);

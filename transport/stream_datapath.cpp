@@ -2,9 +2,9 @@
 #include <arpa/inet.h>
 
 #include <array>
+#include <cerrno>
 #include <cstring>
 #include <string_view>
-#include <cerrno>
 #include <type_traits>
 #include <variant>
 
@@ -58,10 +58,12 @@ void Stream::on_peer_gone() {
 }
 
 bool Stream::progress() {
-    if (!poll_completions()) return false;
+    // Every step runs even after a failure, so events are consumed and fd()
+    // reports the failure as readiness.
+    poll_completions();
     if (events_.take_tick()) handle_keepalive_tick();
-    if (!handle_cm_events()) return false;
-    if (!endpoint_->rearm()) fail(errno);
+    handle_cm_events();
+    if (error_ == 0 && !endpoint_->rearm()) fail(errno);
     poll_completions();  // what raced with the re-arm
     flush_control();
     update_readiness();
@@ -69,7 +71,7 @@ bool Stream::progress() {
 }
 
 bool Stream::poll_completions() {
-    std::array<ibv_wc, kPollBatch> wcs{};
+    std::array<ibv_wc, kPollBatch> wcs;  // filled by ibv_poll_cq; no need to clear it on the hot path
     int n = kPollBatch;
     while (n == kPollBatch && error_ == 0) {
         n = endpoint_->poll(wcs);
@@ -167,7 +169,7 @@ bool Stream::handle_peer_close(const protocol::CloseMessage& msg) {
     return true;
 }
 
-bool Stream::handle_cm_events() {
+void Stream::handle_cm_events() {
     rdma_cm_event* raw = nullptr;
     while (rdma_get_cm_event(endpoint_->cm_channel(), &raw) == 0) {
         const CmEventPtr event(raw);
@@ -176,7 +178,6 @@ bool Stream::handle_cm_events() {
             on_peer_gone();
         }
     }
-    return error_ == 0;
 }
 
 void Stream::handle_keepalive_tick() {
