@@ -26,6 +26,15 @@ Settings fast_keepalive() {
     return s;
 }
 
+protocol::ControlBytes offer_bytes() {
+    const Settings s;
+    protocol::FeatureOffer offer{protocol::kMinProtocolVersion, protocol::kMaxProtocolVersion, s.credits,
+                                 protocol::kSupportedFeatures, s.rx_buffer_size,
+                                 static_cast<std::uint32_t>(s.keepalive_interval.count()),
+                                 static_cast<std::uint32_t>(s.keepalive_timeout.count())};
+    return protocol::encode_control(offer);
+}
+
 // A hand-rolled peer built from the transport's lower layer, so it can send
 // exactly the bytes a test wants, including ones Stream would never send.
 class RawPeer {
@@ -55,6 +64,13 @@ public:
             !transport::expect_cm_event(ep_->cm_channel(), RDMA_CM_EVENT_ESTABLISHED, deadline, "connect", err))
             return why = err.message, false;
         return true;
+    }
+
+    // Connects and does the active side of a correct handshake.
+    bool connect_and_handshake(std::uint16_t port) {
+        std::string why;
+        return connect(port, why) && send(offer_bytes()) && receive(2) &&
+               send(protocol::encode_control(ep_->rx_ring_announcement()));
     }
 
     bool send(const protocol::ControlBytes& bytes) {
@@ -102,15 +118,6 @@ private:
     std::unique_ptr<transport::Endpoint> ep_;
     std::uint64_t next_seq_ = 0;
 };
-
-protocol::ControlBytes offer_bytes() {
-    const Settings s;
-    protocol::FeatureOffer offer{protocol::kMinProtocolVersion, protocol::kMaxProtocolVersion, s.credits,
-                                 protocol::kSupportedFeatures, s.rx_buffer_size,
-                                 static_cast<std::uint32_t>(s.keepalive_interval.count()),
-                                 static_cast<std::uint32_t>(s.keepalive_timeout.count())};
-    return protocol::encode_control(offer);
-}
 
 // A Keepalive with a reserved byte set: well-formed in size, invalid inside.
 protocol::ControlBytes malformed_bytes() {
@@ -181,13 +188,10 @@ TEST_CASE("a malformed control message during the handshake fails the accept and
 TEST_CASE("a malformed control message on an open connection fails it with EPROTO", "[rdma][failure]") {
     Pipe port_pipe, accepted_pipe;
     PeerProcess peer([&]() -> int {
-        RawPeer evil;
-        std::string why;
-        if (!evil.connect(static_cast<std::uint16_t>(port_pipe.recv_u32()), why)) return 90;
         // A correct handshake first, then, once the victim holds an open
         // connection, garbage.
-        if (!evil.send(offer_bytes()) || !evil.receive(2)) return 91;
-        if (!evil.send(protocol::encode_control(evil.endpoint().rx_ring_announcement()))) return 92;
+        RawPeer evil;
+        if (!evil.connect_and_handshake(static_cast<std::uint16_t>(port_pipe.recv_u32()))) return 90;
         accepted_pipe.recv_u32();
         if (!evil.send(malformed_bytes())) return 93;
         return evil.disconnected_within(10s) ? 0 : 1;
@@ -203,10 +207,7 @@ TEST_CASE("a peer writing beyond the ring window it was given fails the connecti
     Pipe port_pipe, accepted_pipe;
     PeerProcess peer([&]() -> int {
         RawPeer evil;
-        std::string why;
-        if (!evil.connect(static_cast<std::uint16_t>(port_pipe.recv_u32()), why)) return 90;
-        if (!evil.send(offer_bytes()) || !evil.receive(2)) return 91;
-        if (!evil.send(protocol::encode_control(evil.endpoint().rx_ring_announcement()))) return 92;
+        if (!evil.connect_and_handshake(static_cast<std::uint16_t>(port_pipe.recv_u32()))) return 90;
         // Writes 4 KiB into the victim's real ring but claims, in the
         // immediate data, more bytes than the ring holds.
         accepted_pipe.recv_u32();

@@ -142,6 +142,17 @@ int wait_for_error(Connection& conn, std::chrono::seconds limit) {
     }
 }
 
+bool write_pattern(Connection& conn, std::size_t len, std::uint32_t seed) {
+    std::vector<std::uint8_t> data(len);
+    fill_pattern(data.data(), data.size(), seed);
+    return write_all(conn, data.data(), data.size());
+}
+
+bool read_pattern(Connection& conn, std::size_t len, std::uint32_t seed) {
+    std::vector<std::uint8_t> data(len);
+    return read_exact(conn, data.data(), data.size()) && check_pattern(data.data(), data.size(), seed);
+}
+
 void fill_pattern(std::uint8_t* data, std::size_t len, std::uint32_t seed, std::uint64_t offset) {
     for (std::size_t i = 0; i < len; ++i) {
         const std::uint64_t x = (offset + i) * 0x9E3779B97F4A7C15ull + seed;

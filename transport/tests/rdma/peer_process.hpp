@@ -71,6 +71,10 @@ bool read_eof(Connection& conn, std::chrono::seconds limit = 30s);
 // Waits until read() fails; returns its errno (0 if it timed out or got data/EOF).
 int wait_for_error(Connection& conn, std::chrono::seconds limit);
 
+// write_all / read_exact of `len` pattern bytes (fill_pattern), checked.
+bool write_pattern(Connection& conn, std::size_t len, std::uint32_t seed);
+bool read_pattern(Connection& conn, std::size_t len, std::uint32_t seed);
+
 // Deterministic bytes: the same (seed, offset) always gives the same byte.
 void fill_pattern(std::uint8_t* data, std::size_t len, std::uint32_t seed, std::uint64_t offset = 0);
 bool check_pattern(const std::uint8_t* data, std::size_t len, std::uint32_t seed, std::uint64_t offset = 0);

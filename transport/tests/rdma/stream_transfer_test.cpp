@@ -51,15 +51,11 @@ TEST_CASE("orderly close delivers every byte and then EOF", "[rdma][stream]") {
     with_peer(
         Settings{},
         [](Connection& conn) {
-            std::vector<std::uint8_t> data(kBytes);
-            fill_pattern(data.data(), data.size(), kChildSeed);
-            if (!write_all(conn, data.data(), data.size())) return 1;
+            if (!write_pattern(conn, kBytes, kChildSeed)) return 1;
             return conn.close() == 0 ? 0 : 2;
         },
         [](Connection& conn, PeerProcess&) {
-            std::vector<std::uint8_t> data(kBytes);
-            REQUIRE(read_exact(conn, data.data(), data.size()));
-            CHECK(check_pattern(data.data(), data.size(), kChildSeed));
+            REQUIRE(read_pattern(conn, kBytes, kChildSeed));
             CHECK(read_eof(conn));
             std::uint8_t byte = 0;
             CHECK(conn.read(&byte, 1) == 0);  // EOF stays EOF
@@ -95,16 +91,12 @@ TEST_CASE("a process that writes and exits without closing delivers every byte",
     with_peer(
         Settings{},
         [](Connection& conn) {
-            std::vector<std::uint8_t> data(kBytes);
-            fill_pattern(data.data(), data.size(), kChildSeed);
-            if (!write_all(conn, data.data(), data.size())) return 1;
+            if (!write_pattern(conn, kBytes, kChildSeed)) return 1;
             // Like a PostgreSQL backend after its last message: no close().
             std::exit(0);
         },
         [](Connection& conn, PeerProcess&) {
-            std::vector<std::uint8_t> data(kBytes);
-            REQUIRE(read_exact(conn, data.data(), data.size()));
-            CHECK(check_pattern(data.data(), data.size(), kChildSeed));
+            REQUIRE(read_pattern(conn, kBytes, kChildSeed));
             CHECK(read_eof(conn));
         });
 }
