@@ -78,7 +78,7 @@ private:
         const auto until = Clock::now() + settings_.busy_poll;
         while (error_ == 0 && !done() && Clock::now() < until) poll_completions();
     }
-    bool handle_completion(const ibv_wc& wc, Clock::time_point now);
+    bool handle_completion(const ibv_wc& wc);
     bool handle_receive(const ibv_wc& wc);
     bool handle_data(std::uint32_t len);
     bool handle_control(const protocol::ControlMessage& msg);
@@ -127,6 +127,10 @@ private:
     bool write_blocked_ = false;     // a write saw EAGAIN; wake it on progress
     bool credit_update_pending_ = false;
     bool refused_ = false;           // we answered the peer's offer with a refusal
+    // Keepalive evidence and activity since the last tick: flags, so the
+    // data path never reads the clock (see handle_keepalive_tick).
+    bool heard_since_tick_ = false;
+    bool sent_since_tick_ = false;
     ConnectionStats stats_;
 };
 

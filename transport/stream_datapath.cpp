@@ -79,13 +79,12 @@ bool Stream::poll_completions() {
             fail(EIO);
             break;
         }
-        const auto now = Clock::now();
-        for (int i = 0; i < n && error_ == 0; ++i) handle_completion(wcs[static_cast<std::size_t>(i)], now);
+        for (int i = 0; i < n && error_ == 0; ++i) handle_completion(wcs[static_cast<std::size_t>(i)]);
     }
     return error_ == 0;
 }
 
-bool Stream::handle_completion(const ibv_wc& wc, Clock::time_point now) {
+bool Stream::handle_completion(const ibv_wc& wc) {
     if (wc.status != IBV_WC_SUCCESS) {
         if (wc.status == IBV_WC_WR_FLUSH_ERR) {
             on_peer_gone();
@@ -95,7 +94,7 @@ bool Stream::handle_completion(const ibv_wc& wc, Clock::time_point now) {
         fail(errno_for(wc.status));
         return false;
     }
-    keepalive_.on_evidence(now);
+    heard_since_tick_ = true;
     if ((wc.wr_id & kRecvWrFlag) != 0) return handle_receive(wc);
     staging_.release_to(sq_.on_completed(wc.wr_id));
     return true;
@@ -182,14 +181,22 @@ void Stream::handle_cm_events() {
 
 void Stream::handle_keepalive_tick() {
     if (phase_ != Phase::Established) return;
-    switch (keepalive_.check(Clock::now())) {
+    // The data path only raises flags; the clock is read here, once a tick.
+    const auto now = Clock::now();
+    if (heard_since_tick_) keepalive_.on_evidence(now);
+    if (sent_since_tick_) keepalive_.on_sent(now);
+    heard_since_tick_ = sent_since_tick_ = false;
+    switch (keepalive_.check(now)) {
         case KeepaliveClock::Verdict::Dead:
             if (failure_reason_.empty()) failure_reason_ = "nothing proved the peer alive within the keepalive timeout";
             fail(ETIMEDOUT);
             break;
         case KeepaliveClock::Verdict::SendKeepalive:
             // Signalled: its completion is the proof of life we are after.
-            send_control(protocol::Keepalive{}, true);
+            if (send_control(protocol::Keepalive{}, true)) {
+                keepalive_.on_sent(now);
+                sent_since_tick_ = false;
+            }
             break;
         case KeepaliveClock::Verdict::Alive: break;
     }
@@ -205,7 +212,7 @@ bool Stream::send_control(const protocol::ControlMessage& msg, bool force_signal
     }
     sq_.on_posted(signalled, staging_.head());
     send_credits_.use();
-    keepalive_.on_sent(Clock::now());
+    sent_since_tick_ = true;
     ++stats_.control_sent;
     return true;
 }
@@ -249,7 +256,7 @@ std::uint32_t Stream::post_data(const std::uint8_t* src, std::uint32_t len) {
     sq_.on_posted(signalled, staging_.head());
     peer_.on_written(chunk);
     send_credits_.use();
-    keepalive_.on_sent(Clock::now());
+    sent_since_tick_ = true;
     ++stats_.writes_posted;
     stats_.bytes_sent += chunk;
     return chunk;
