@@ -28,9 +28,12 @@ struct Settings {
     Millis connect_timeout{10'000};             // whole setup: resolve, connect, negotiate
     Millis close_drain_timeout{2'000};          // how long close/exit waits for queued sends
     // How long read() polls the completion queue before it gives up with
-    // EAGAIN and the caller sleeps: a reply that comes within this window is
-    // taken without a wakeup (rsocket does the same with 10 us). 0 disables.
+    // EAGAIN and the caller sleeps, so a reply that comes soon is taken
+    // without a wakeup (rsocket polls 10 us). The spin starts at busy_poll
+    // and adapts up to busy_poll_max while waits stay that short (see
+    // adaptive_spin.hpp); idle sessions spin only busy_poll. 0 disables.
     std::chrono::microseconds busy_poll{50};
+    std::chrono::microseconds busy_poll_max{500};
 };
 
 }  // namespace pg_rdma::transport

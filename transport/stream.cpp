@@ -15,8 +15,13 @@ ssize_t Stream::read(void* buf, std::size_t len) {
     if (len == 0) return 0;
     poll_completions();  // cheap (no system call) and keeps receives posted
     if (rx_.unread() == 0 && !eof()) {
+        if (!wait_started_) wait_started_ = Clock::now();
         busy_poll([this] { return rx_.unread() > 0 || eof(); });
         if (rx_.unread() == 0 && !eof()) progress();
+    }
+    if (wait_started_ && rx_.unread() > 0) {  // a wait for data just ended
+        spin_.on_wait(Clock::now() - *wait_started_);
+        wait_started_.reset();
     }
     if (rx_.unread() == 0) {
         if (eof()) return 0;

@@ -21,6 +21,7 @@
 
 #include "protocol/control.hpp"
 #include "transport/connection.hpp"
+#include "transport/adaptive_spin.hpp"
 #include "transport/credits.hpp"
 #include "transport/endpoint.hpp"
 #include "transport/event_set.hpp"
@@ -71,11 +72,11 @@ private:
     // control messages. Returns false once the connection has failed.
     bool progress();
     bool poll_completions();
-    // Polls completions until `done()` or Settings::busy_poll has passed.
+    // Polls completions until `done()` or the spin budget has passed.
     template <class Done>
     void busy_poll(Done done) {
         if (settings_.busy_poll.count() <= 0) return;
-        const auto until = Clock::now() + settings_.busy_poll;
+        const auto until = Clock::now() + spin_.budget();
         while (error_ == 0 && !done() && Clock::now() < until) poll_completions();
     }
     bool handle_completion(const ibv_wc& wc);
@@ -109,6 +110,8 @@ private:
     SendCredits send_credits_;
     RecvCredits recv_credits_;
     KeepaliveClock keepalive_;
+    AdaptiveSpin spin_;
+    std::optional<Clock::time_point> wait_started_;  // read() found nothing since then
 
     std::uint64_t peer_ring_addr_ = 0;
     std::uint32_t peer_ring_rkey_ = 0;

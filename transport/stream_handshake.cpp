@@ -36,7 +36,8 @@ Stream::Stream(std::unique_ptr<Endpoint> endpoint)
       staging_(settings_.tx_buffer_size),
       sq_(settings_.send_queue_depth),
       recv_credits_(settings_.credits),
-      keepalive_(settings_.keepalive_interval, settings_.keepalive_timeout, Clock::now()) {
+      keepalive_(settings_.keepalive_interval, settings_.keepalive_timeout, Clock::now()),
+      spin_(settings_.busy_poll, settings_.busy_poll_max) {
     stats_.rx_buffer_size = settings_.rx_buffer_size;
 }
 
