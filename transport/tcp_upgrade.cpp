@@ -216,7 +216,10 @@ UpgradeResult upgrade_server(int fd, const Settings& settings, const TcpIo& io) 
     if (!send_all(fd, reply.data(), reply.size(), deadline, io, err)) return outcome(UpgradeOutcome::Failed, err);
 
     pollfd fds[2] = {{listener->fd(), POLLIN, 0}, {fd, POLLIN, 0}};
-    const int rc = poll(fds, 2, ms_until(deadline));
+    int rc = 0;
+    do {  // a signal (a backend's timeout alarm, say) is no reason to give up
+        rc = poll(fds, 2, ms_until(deadline));
+    } while (rc < 0 && errno == EINTR);
     if (rc > 0 && (fds[1].revents != 0) && fds[0].revents == 0) {
         fail(err, ECONNABORTED, "the client gave up on RDMA and continued on TCP");
         return outcome(UpgradeOutcome::TcpSame, err);
