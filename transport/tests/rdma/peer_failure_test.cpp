@@ -26,8 +26,7 @@ Settings fast_keepalive() {
     return s;
 }
 
-protocol::ControlBytes offer_bytes() {
-    const Settings s;
+protocol::ControlBytes offer_bytes(const Settings& s = Settings{}) {
     protocol::FeatureOffer offer{protocol::kMinProtocolVersion, protocol::kMaxProtocolVersion, s.credits,
                                  protocol::kSupportedFeatures, s.rx_buffer_size,
                                  static_cast<std::uint32_t>(s.keepalive_interval.count()),
@@ -67,9 +66,9 @@ public:
     }
 
     // Connects and does the active side of a correct handshake.
-    bool connect_and_handshake(std::uint16_t port) {
+    bool connect_and_handshake(std::uint16_t port, const Settings& offer = Settings{}) {
         std::string why;
-        return connect(port, why) && send(offer_bytes()) && receive(2) &&
+        return connect(port, why) && send(offer_bytes(offer)) && receive(2) &&
                send(protocol::encode_control(ep_->rx_ring_announcement()));
     }
 
@@ -110,6 +109,15 @@ public:
     }
 
     transport::Endpoint& endpoint() { return *ep_; }
+
+    // The queue pair stops answering: packets to it are dropped, nothing is
+    // sent, and the connection is never torn down. To the other side this is
+    // a host that vanished from the network.
+    bool go_silent() {
+        ibv_qp_attr attr{};
+        attr.qp_state = IBV_QPS_ERR;
+        return ibv_modify_qp(ep_->id()->qp, &attr, IBV_QP_STATE) == 0;
+    }
     // The victim's RX ring, once its RegisterXferMemory was received.
     [[nodiscard]] const protocol::XferMemory& victim_ring() const { return victim_ring_; }
 
@@ -254,4 +262,29 @@ TEST_CASE("an idle connection outlives many keepalive timeouts", "[rdma][failure
         CHECK(check_pattern(ping, sizeof ping, 9));
         CHECK(conn.stats().control_sent > 10);  // keepalives went out while idle
     });
+}
+
+TEST_CASE("a peer that falls silent without disconnecting is declared dead by the keepalive", "[rdma][failure]") {
+    const Settings settings = fast_keepalive();
+    Pipe port_pipe, accepted_pipe;
+    PeerProcess peer([&]() -> int {
+        RawPeer silent;
+        if (!silent.connect_and_handshake(static_cast<std::uint16_t>(port_pipe.recv_u32()), settings)) return 90;
+        accepted_pipe.recv_u32();
+        if (!silent.go_silent()) return 91;
+        for (;;) pause();  // alive, connected, mute
+    });
+    Rendezvous rendezvous(port_pipe, settings);
+    auto conn = rendezvous.accept();
+    accepted_pipe.send_u32(1);
+    const auto start = std::chrono::steady_clock::now();
+    const int err = wait_for_error(*conn, std::chrono::duration_cast<std::chrono::seconds>(
+                                              settings.keepalive_timeout) + 10s);  // TCG slack
+    INFO("after " << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start)
+                         .count()
+                  << " ms: " << conn->failure_reason());
+    CHECK(err == ETIMEDOUT);
+    CHECK_THAT(conn->failure_reason(), Catch::Contains("keepalive"));
+    peer.kill(SIGKILL);
+    peer.wait();
 }
