@@ -12,7 +12,7 @@ build_project() {
   else
     meson configure "$PG_RDMA_BUILD" -Dwerror="$werror" >/dev/null
   fi
-  meson compile -C "$PG_RDMA_BUILD" | grep -vE '^\[[0-9]+/[0-9]+\]|^ninja: (Entering|no work)|^INFO: autodetecting' || true
+  meson compile -C "$PG_RDMA_BUILD" | grep -vE '^\[[0-9]+/[0-9]+\]|^ninja: (Entering|no work)|^INFO: (autodetecting|calculating backend)' || true
   return "${PIPESTATUS[0]}"
 }
 
@@ -21,6 +21,6 @@ build_fuzzers() {
   if [ ! -f "$PG_RDMA_FUZZ_BUILD/build.ninja" ]; then
     CXX=clang++ meson setup "$PG_RDMA_FUZZ_BUILD" "$PG_RDMA_ROOT" -Dfuzz=true -Dwerror=true >/dev/null
   fi
-  meson compile -C "$PG_RDMA_FUZZ_BUILD" | grep -vE '^\[[0-9]+/[0-9]+\]|^ninja: (Entering|no work)|^INFO: autodetecting' || true
+  meson compile -C "$PG_RDMA_FUZZ_BUILD" | grep -vE '^\[[0-9]+/[0-9]+\]|^ninja: (Entering|no work)|^INFO: (autodetecting|calculating backend)' || true
   return "${PIPESTATUS[0]}"
 }
