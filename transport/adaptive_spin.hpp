@@ -30,8 +30,6 @@ public:
     // A wait for data ended after `waited` (spinning and sleeping together).
     void on_wait(Duration waited) { average_ += (waited - average_) / kSmoothing; }
 
-    [[nodiscard]] Duration average() const { return average_; }
-
 private:
     Duration base_;
     Duration max_;

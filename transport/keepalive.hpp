@@ -41,8 +41,6 @@ public:
         interval_ = interval;
         timeout_ = timeout;
     }
-    [[nodiscard]] Duration interval() const { return interval_; }
-    [[nodiscard]] Duration timeout() const { return timeout_; }
 
 private:
     Duration interval_;

@@ -55,7 +55,6 @@ public:
         return static_cast<std::uint32_t>(seq % depth_);
     }
     [[nodiscard]] std::uint64_t next_seq() const { return posted_; }
-    [[nodiscard]] std::uint32_t depth() const { return depth_; }
 
 private:
     std::uint32_t depth_;

@@ -10,6 +10,20 @@
 
 namespace pg_rdma::transport {
 
+Stream::Stream(std::unique_ptr<Endpoint> endpoint)
+    : endpoint_(std::move(endpoint)),
+      settings_(endpoint_->settings()),
+      rx_(settings_.rx_buffer_size),
+      staging_(settings_.tx_buffer_size),
+      sq_(settings_.send_queue_depth),
+      recv_credits_(settings_.credits),
+      keepalive_(settings_.keepalive_interval, settings_.keepalive_timeout, Clock::now()),
+      spin_(settings_.busy_poll, settings_.busy_poll_max) {
+    stats_.rx_buffer_size = settings_.rx_buffer_size;
+}
+
+Stream::~Stream() = default;
+
 ssize_t Stream::read(void* buf, std::size_t len) {
     if (closed_) return errno = EBADF, -1;
     if (len == 0) return 0;

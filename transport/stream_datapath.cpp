@@ -4,6 +4,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <string_view>
 #include <type_traits>
 #include <variant>
@@ -103,27 +104,23 @@ bool Stream::handle_completion(const ibv_wc& wc) {
 bool Stream::handle_receive(const ibv_wc& wc) {
     const auto slot = static_cast<std::uint32_t>(wc.wr_id & ~kRecvWrFlag);
     if (!recv_credits_.on_received()) return protocol_error("the peer sent without a credit");
-    bool ok = false;
-    protocol::ControlMessage msg;
-    bool is_control = false;
+    std::optional<protocol::ControlMessage> control;
     if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-        ok = handle_data(ntohl(wc.imm_data));
+        if (!handle_data(ntohl(wc.imm_data))) return false;
     } else if (wc.opcode == IBV_WC_RECV && wc.byte_len == protocol::kControlMessageSize) {
         const auto decoded = protocol::decode_control({endpoint_->control_rx_slot(slot), wc.byte_len});
         if (!decoded.is_ok()) return protocol_error(decoded.error);
-        msg = decoded.value;  // copied out: the slot is reposted next
-        ok = is_control = true;
+        control = decoded.value;  // copied out: the slot is reposted next
     } else {
         return protocol_error("the peer sent a message of unexpected type or size");
     }
-    if (!ok) return false;
     if (!endpoint_->post_recv(slot)) {
         fail(errno);
         return false;
     }
     recv_credits_.on_reposted();
     if (recv_credits_.grant_due()) credit_update_pending_ = true;
-    return !is_control || handle_control(msg);
+    return !control || handle_control(*control);
 }
 
 bool Stream::handle_data(std::uint32_t len) {

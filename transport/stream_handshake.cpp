@@ -29,20 +29,6 @@ Millis until(Stream::Clock::time_point deadline) {
 
 }  // namespace
 
-Stream::Stream(std::unique_ptr<Endpoint> endpoint)
-    : endpoint_(std::move(endpoint)),
-      settings_(endpoint_->settings()),
-      rx_(settings_.rx_buffer_size),
-      staging_(settings_.tx_buffer_size),
-      sq_(settings_.send_queue_depth),
-      recv_credits_(settings_.credits),
-      keepalive_(settings_.keepalive_interval, settings_.keepalive_timeout, Clock::now()),
-      spin_(settings_.busy_poll, settings_.busy_poll_max) {
-    stats_.rx_buffer_size = settings_.rx_buffer_size;
-}
-
-Stream::~Stream() = default;
-
 std::unique_ptr<Stream> Stream::establish(std::unique_ptr<Endpoint> endpoint, Role role,
                                           Clock::time_point deadline, Error& err) {
     std::unique_ptr<Stream> s(new Stream(std::move(endpoint)));
