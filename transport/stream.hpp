@@ -38,8 +38,16 @@ class Stream {
 public:
     using Clock = std::chrono::steady_clock;
 
-    // Takes a connected endpoint (ESTABLISHED), negotiates and exchanges RX
-    // rings within `deadline`. Returns nullptr with `err` filled on failure.
+    // Non-blocking setup. start() takes a connected endpoint (ESTABLISHED)
+    // and sends the first handshake message (active side); then call
+    // handshake_step() whenever fd() is readable until it says Done or
+    // Failed. The caller owns the deadline: abandon_handshake() and dropping
+    // the stream give up at any step and release everything.
+    enum class SetupStep { InProgress, Done, Failed };
+    static std::unique_ptr<Stream> start(std::unique_ptr<Endpoint> endpoint, Role role, Error& err);
+    SetupStep handshake_step(Error& err);
+    void abandon_handshake(const char* why);
+    // Blocking convenience over the steps above, bounded by `deadline`.
     static std::unique_ptr<Stream> establish(std::unique_ptr<Endpoint> endpoint, Role role,
                                              Clock::time_point deadline, Error& err);
     ~Stream();
@@ -59,7 +67,6 @@ private:
     // --- handshake (stream_handshake.cpp)
     // Each side moves through these phases; messages out of turn are EPROTO.
     enum class Phase { AwaitOffer, AwaitAgreement, AwaitRing, Established };
-    bool run_handshake(Role role, Clock::time_point deadline, Error& err);
     bool on_offer(const protocol::FeatureOffer& offer);
     bool on_agreement(const protocol::FeatureAgreement& agreed);
     bool on_peer_ring(const protocol::XferMemory& ring);
@@ -98,6 +105,8 @@ private:
     [[nodiscard]] bool eof() const;
     // Sends Close and waits until it completed (true) or `deadline` passed.
     bool drain(Clock::time_point deadline);
+    // Sleeps on fd() for at most `timeout` (a setup or drain wait).
+    void sleep(Millis timeout) { events_.wait(timeout); }
 
     std::unique_ptr<Endpoint> endpoint_;
     EventSet events_;
@@ -130,6 +139,7 @@ private:
     bool write_blocked_ = false;     // a write saw EAGAIN; wake it on progress
     bool credit_update_pending_ = false;
     bool refused_ = false;           // we answered the peer's offer with a refusal
+    std::optional<Clock::time_point> refusal_linger_until_;
     // Keepalive evidence and activity since the last tick: flags, so the
     // data path never reads the clock (see handle_keepalive_tick).
     bool heard_since_tick_ = false;

@@ -29,14 +29,57 @@ Millis until(Stream::Clock::time_point deadline) {
 
 }  // namespace
 
-std::unique_ptr<Stream> Stream::establish(std::unique_ptr<Endpoint> endpoint, Role role,
-                                          Clock::time_point deadline, Error& err) {
+std::unique_ptr<Stream> Stream::start(std::unique_ptr<Endpoint> endpoint, Role role, Error& err) {
     std::unique_ptr<Stream> s(new Stream(std::move(endpoint)));
     if (!s->events_.init(s->endpoint_->completion_fd(), s->endpoint_->cm_channel()->fd,
                          tick_for(s->settings_.keepalive_interval), err))
         return nullptr;
-    if (!s->run_handshake(role, deadline, err)) return nullptr;
+    s->phase_ = role == Role::Active ? Phase::AwaitAgreement : Phase::AwaitOffer;
+    if (role == Role::Active && !s->send_control(s->local_offer(), false)) {
+        fail_errno(err, s->error_ != 0 ? s->error_ : EIO, "posting GetServerFeature");
+        return nullptr;
+    }
     return s;
+}
+
+Stream::SetupStep Stream::handshake_step(Error& err) {
+    progress();
+    if (phase_ == Phase::Established && error_ == 0) return SetupStep::Done;
+    if (refused_ && error_ == 0) {
+        // Give the refused peer a moment to receive our refusal before the
+        // queue pair goes away; then fail.
+        if (!refusal_linger_until_) refusal_linger_until_ = Clock::now() + kRefusalLinger;
+        if (!sq_.idle() && Clock::now() < *refusal_linger_until_) return SetupStep::InProgress;
+        fail(EPROTO);
+    }
+    if (error_ == 0) return SetupStep::InProgress;
+    transport::fail(err, error_, "RDMA handshake failed: " + failure_reason_);
+    return SetupStep::Failed;
+}
+
+void Stream::abandon_handshake(const char* why) {
+    if (failure_reason_.empty()) failure_reason_ = why;
+    fail(ETIMEDOUT);
+}
+
+std::unique_ptr<Stream> Stream::establish(std::unique_ptr<Endpoint> endpoint, Role role,
+                                          Clock::time_point deadline, Error& err) {
+    auto s = start(std::move(endpoint), role, err);
+    if (!s) return nullptr;
+    for (;;) {
+        switch (s->handshake_step(err)) {
+            case SetupStep::Done: return s;
+            case SetupStep::Failed: return nullptr;
+            case SetupStep::InProgress: break;
+        }
+        const Millis left = until(deadline);
+        if (left.count() <= 0) {
+            s->abandon_handshake("timed out waiting for the peer's handshake messages");
+            transport::fail(err, ETIMEDOUT, "RDMA handshake failed: " + s->failure_reason_);
+            return nullptr;
+        }
+        s->sleep(std::min(left, kRefusalLinger));
+    }
 }
 
 protocol::FeatureOffer Stream::local_offer() const {
@@ -47,28 +90,6 @@ protocol::FeatureOffer Stream::local_offer() const {
             settings_.rx_buffer_size,
             static_cast<std::uint32_t>(settings_.keepalive_interval.count()),
             static_cast<std::uint32_t>(settings_.keepalive_timeout.count())};
-}
-
-bool Stream::run_handshake(Role role, Clock::time_point deadline, Error& err) {
-    phase_ = role == Role::Active ? Phase::AwaitAgreement : Phase::AwaitOffer;
-    if (role == Role::Active && !send_control(local_offer(), false))
-        return fail_errno(err, error_ != 0 ? error_ : EIO, "posting GetServerFeature");
-    while (progress() && phase_ != Phase::Established && !refused_) {
-        const Millis left = until(deadline);
-        if (left.count() <= 0) {
-            failure_reason_ = "timed out waiting for the peer's handshake messages";
-            fail(ETIMEDOUT);
-            break;
-        }
-        events_.wait(left);
-    }
-    if (phase_ == Phase::Established && error_ == 0) return true;
-    if (refused_) {
-        const auto linger = std::min(deadline, Clock::now() + kRefusalLinger);
-        while (!sq_.idle() && progress() && Clock::now() < linger) events_.wait(until(linger));
-        fail(EPROTO);
-    }
-    return transport::fail(err, error_, "RDMA handshake failed: " + failure_reason_);
 }
 
 bool Stream::on_offer(const protocol::FeatureOffer& offer) {
