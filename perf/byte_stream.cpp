@@ -22,24 +22,26 @@ constexpr int kPollSliceMs = 1'000;
 // Nothing moved for this long: the peer or the transport is stuck.
 constexpr int kIoTimeoutMs = 30'000;
 
-// True if poll() reported an event (or was interrupted), false when the
-// slice ran out.
-bool wait_slice(int fd, short events)
+}  // namespace
+
+bool ByteStream::wait(short events, int timeout_ms)
 {
     pollfd pfd{};
-    pfd.fd = fd;
+    pfd.fd = fd();
     pfd.events = events;
-    const int n = ::poll(&pfd, 1, kPollSliceMs);
+    const int n = ::poll(&pfd, 1, timeout_ms);
     if (n < 0 && errno != EINTR)
         throw_errno("poll");
     return n != 0;
 }
 
+namespace {
+
 // Tracks how long a transfer has gone without progress and waits between
 // attempts: poll() in time slices, or nothing at all when spinning.
 class Waiter {
 public:
-    Waiter(const ByteStream& stream, short events) : stream_(stream), events_(events) {}
+    Waiter(ByteStream& stream, short events) : stream_(stream), events_(events) {}
 
     // After an attempt that moved bytes.
     void progressed(IoCounters& counters)
@@ -58,13 +60,13 @@ public:
         if (now - *idle_since_ >= std::chrono::milliseconds(kIoTimeoutMs))
             throw BenchError(std::string(what) + ": no progress for " +
                              std::to_string(kIoTimeoutMs / 1000) + " s");
-        if (!stream_.spins() && !wait_slice(stream_.fd(), events_))
+        if (!stream_.spins() && !stream_.wait(events_, kPollSliceMs))
             slice_expired_ = true;
     }
 
 private:
     using Clock = std::chrono::steady_clock;
-    const ByteStream& stream_;
+    ByteStream& stream_;
     short events_;
     bool slice_expired_ = false;
     std::optional<Clock::time_point> idle_since_;
@@ -114,7 +116,7 @@ void write_all(ByteStream& stream, const void* buf, std::size_t len, IoCounters&
 {
     const auto* bytes = static_cast<const unsigned char*>(buf);
     const std::size_t done =
-        transfer(stream, len, stream.write_ready_events(), "write", counters,
+        transfer(stream, len, POLLOUT, "write", counters,
                  [&](std::size_t offset) { return stream.write(bytes + offset, len - offset); });
     if (done != len)
         throw BenchError("write: the stream accepted 0 bytes");

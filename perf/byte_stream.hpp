@@ -24,10 +24,12 @@ public:
     virtual ssize_t read(void* buf, std::size_t len) = 0;
     virtual ssize_t write(const void* buf, std::size_t len) = 0;
     [[nodiscard]] virtual int fd() const = 0;
-    // poll() events after which a write that returned EAGAIN may be retried:
-    // POLLOUT for a socket, POLLIN for RDMA, which has no POLLOUT
-    // (transport/connection.hpp).
-    [[nodiscard]] virtual short write_ready_events() const = 0;
+    // Waits up to `timeout_ms` for `events` (POLLIN / POLLOUT); true if they
+    // (or an error) came, false when the time ran out. A socket polls its
+    // fd; an RDMA connection uses its own wait primitive, which is how an
+    // embedding (the server extension, the client library) waits, busy-poll
+    // included.
+    virtual bool wait(short events, int timeout_ms);
     // "tcp" or "rdma", as printed in every result line.
     [[nodiscard]] virtual const char* name() const = 0;
     // "key=value ..." counters the transport keeps, for the closing "stats"

@@ -23,8 +23,13 @@ public:
     ssize_t read(void* buf, std::size_t len) override { return conn_->read(buf, len); }
     ssize_t write(const void* buf, std::size_t len) override { return conn_->write(buf, len); }
     [[nodiscard]] int fd() const override { return conn_->fd(); }
-    // RDMA has no POLLOUT: POLLIN on fd() also means "retry the write".
-    [[nodiscard]] short write_ready_events() const override { return POLLIN; }
+    bool wait(short events, int timeout_ms) override
+    {
+        const int n = conn_->wait(events, timeout_ms);
+        if (n < 0 && errno != EINTR)
+            throw_errno("Connection::wait");
+        return n != 0;
+    }
     [[nodiscard]] const char* name() const override { return "rdma"; }
     [[nodiscard]] std::string stats_fields() const override;
 
@@ -38,12 +43,13 @@ std::string RdmaStream::stats_fields() const
     char buf[256];
     std::snprintf(buf, sizeof buf,
                   "bytes_sent=%llu writes_posted=%llu control_sent=%llu control_received=%llu "
-                  "write_blocked=%llu",
+                  "write_blocked=%llu keepalive_probes=%llu",
                   static_cast<unsigned long long>(s.bytes_sent),
                   static_cast<unsigned long long>(s.writes_posted),
                   static_cast<unsigned long long>(s.control_sent),
                   static_cast<unsigned long long>(s.control_received),
-                  static_cast<unsigned long long>(s.write_blocked));
+                  static_cast<unsigned long long>(s.write_blocked),
+                  static_cast<unsigned long long>(s.keepalive_probes));
     return buf;
 }
 

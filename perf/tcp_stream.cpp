@@ -45,7 +45,6 @@ public:
         return ::send(fd_.get(), buf, len, MSG_NOSIGNAL);
     }
     [[nodiscard]] int fd() const override { return fd_.get(); }
-    [[nodiscard]] short write_ready_events() const override { return POLLOUT; }
     [[nodiscard]] const char* name() const override { return "tcp"; }
     [[nodiscard]] std::string stats_fields() const override { return {}; }
 

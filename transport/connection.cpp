@@ -1,13 +1,17 @@
-// Connection: the public face of Stream, plus the exit-time drain.
+// Connection: the public face of Stream (noexcept, re-entrance guard, fork
+// awareness), plus the exit-time drain.
 #include "transport/connection.hpp"
 
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <climits>
 #include <cstdlib>
-#include <mutex>
+#include <new>
 #include <vector>
 
 #include "transport/stream.hpp"
@@ -17,98 +21,240 @@ namespace {
 
 // Connections this process owns, for the exit handler. Deliberately leaked:
 // it must outlive every static destructor that might run before atexit
-// handlers registered later. Connections are single-threaded, but different
-// threads may each own some, so the list itself is locked.
+// handlers registered later. Different threads may own connections, so the
+// list is locked; fork() takes the lock around itself (pthread_atfork), so a
+// child never inherits it held by a thread that does not exist there.
 struct Registry {
     std::mutex lock;
     std::vector<Connection*> live;
 };
 
+void lock_for_fork();
+void unlock_after_fork();
+
 Registry& registry() {
-    static auto* r = new Registry();
+    static Registry* r = [] {
+        auto* made = new Registry();
+        pthread_atfork(&lock_for_fork, &unlock_after_fork, &unlock_after_fork);
+        return made;
+    }();
     return *r;
 }
 
-void register_connection(Connection* c) {
+void lock_for_fork() { registry().lock.lock(); }
+void unlock_after_fork() { registry().lock.unlock(); }
+
+// Returns false when the connection could not be recorded (no memory): the
+// caller then has no exit drain for it, which is worth failing setup over.
+bool register_connection(Connection* c) noexcept {
     static const bool registered = [] { return std::atexit(&Connection::close_all_at_exit) == 0; }();
     (void)registered;
-    const std::lock_guard guard(registry().lock);
-    registry().live.push_back(c);
+    try {
+        const std::lock_guard guard(registry().lock);
+        registry().live.push_back(c);
+        return true;
+    } catch (...) {
+        return false;
+    }
 }
 
-void unregister_connection(Connection* c) {
+void unregister_connection(Connection* c) noexcept {
     Registry& r = registry();
     const std::lock_guard guard(r.lock);
     r.live.erase(std::remove(r.live.begin(), r.live.end(), c), r.live.end());
 }
 
+// Maps whatever escaped to errno: no exception leaves a Connection call.
+int errno_for_current_exception() noexcept {
+    try {
+        throw;
+    } catch (const std::bad_alloc&) {
+        return ENOMEM;
+    } catch (...) {
+        return EIO;
+    }
+}
+
 }  // namespace
 
-Connection::Connection(std::unique_ptr<Stream> stream) : stream_(std::move(stream)), owner_pid_(getpid()) {
+// One call's claim on the connection (see in_use_).
+class Connection::Use {
+public:
+    explicit Use(Connection& c) noexcept : c_(c), held_(c.usable() && c.in_use_.try_lock()) {
+        if (!held_) errno = c.usable() ? EIO : EBADF;
+    }
+    ~Use() {
+        if (held_) c_.in_use_.unlock();
+    }
+    Use(const Use&) = delete;
+    Use& operator=(const Use&) = delete;
+    explicit operator bool() const noexcept { return held_; }
+
+private:
+    Connection& c_;
+    bool held_;
+};
+
+Connection::Connection(std::unique_ptr<Stream> stream) noexcept
+    : stream_(std::move(stream)), owner_pid_(getpid()) {
     register_connection(this);
 }
 
 Connection::~Connection() {
     if (getpid() == owner_pid_) {
-        close();
-        unregister_connection(this);
+        // Wait out an exit drain that holds this connection (bounded by its
+        // deadline); then nobody else can be inside it.
+        in_use_.lock();
+        if (stream_) {
+            try {
+                stream_->close();
+            } catch (...) {
+            }
+            stream_.reset();
+        }
+        in_use_.unlock();
     } else {
         // A forked child inherited this object but not the right to use the
-        // queue pair: leave the parent's connection alone.
+        // queue pair: destroying it through the shared verbs descriptor
+        // would tear down the parent's. Leave it be.
         (void)stream_.release();
+    }
+    unregister_connection(this);
+}
+
+bool Connection::usable() const noexcept { return stream_ != nullptr && getpid() == owner_pid_; }
+
+ssize_t Connection::read(void* buf, std::size_t len) noexcept {
+    const Use use(*this);
+    if (!use) return -1;
+    try {
+        return stream_->read(buf, len);
+    } catch (...) {
+        return errno = errno_for_current_exception(), -1;
     }
 }
 
-bool Connection::usable() const { return stream_ != nullptr && getpid() == owner_pid_; }
-
-ssize_t Connection::read(void* buf, std::size_t len) {
-    if (!usable()) return errno = EBADF, -1;
-    return stream_->read(buf, len);
-}
-
-ssize_t Connection::write(const void* buf, std::size_t len) {
+ssize_t Connection::write(const void* buf, std::size_t len) noexcept {
     const iovec one{const_cast<void*>(buf), len};
     return writev(&one, 1);
 }
 
-ssize_t Connection::writev(const struct iovec* iov, int iovcnt) {
-    if (!usable()) return errno = EBADF, -1;
-    if (iovcnt < 0) return errno = EINVAL, -1;
-    return stream_->writev(iov, iovcnt);
+ssize_t Connection::writev(const struct iovec* iov, int iovcnt) noexcept {
+    if (iovcnt < 0 || iovcnt > IOV_MAX) return errno = EINVAL, -1;
+    const Use use(*this);
+    if (!use) return -1;
+    try {
+        return stream_->writev(iov, iovcnt);
+    } catch (...) {
+        return errno = errno_for_current_exception(), -1;
+    }
 }
 
-int Connection::shutdown(int how) {
-    if (!usable()) return errno = EBADF, -1;
+int Connection::shutdown(int how) noexcept {
     if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) return errno = EINVAL, -1;
-    return how == SHUT_RD ? 0 : stream_->shutdown_write();
+    const Use use(*this);
+    if (!use) return -1;
+    try {
+        return how == SHUT_RD ? 0 : stream_->shutdown_write();
+    } catch (...) {
+        return errno = errno_for_current_exception(), -1;
+    }
 }
 
-int Connection::close() {
+int Connection::close() noexcept {
     if (!usable()) return 0;
-    const int rc = stream_->close();
+    const Use use(*this);
+    if (!use) return -1;
+    int rc = 0;
+    try {
+        rc = stream_->close();
+    } catch (...) {
+        errno = errno_for_current_exception();
+        rc = -1;
+    }
     const int saved = errno;
     stream_.reset();  // frees the queue pair and unpins the buffers now
     errno = saved;
     return rc;
 }
 
-int Connection::fd() const { return usable() ? stream_->fd() : -1; }
+int Connection::fd() const noexcept { return usable() ? stream_->fd() : -1; }
 
-bool Connection::readable() { return !usable() || stream_->readable(); }
-
-ConnectionStats Connection::stats() const { return stream_ ? stream_->stats() : ConnectionStats{}; }
-
-std::string Connection::failure_reason() const { return stream_ ? stream_->failure_reason() : std::string(); }
-
-void Connection::close_all_at_exit() {
-    const int saved = errno;
-    std::vector<Connection*> live;
-    {
-        const std::lock_guard guard(registry().lock);
-        live = registry().live;
+short Connection::poll_events(short wanted) noexcept {
+    if (!usable()) return POLLNVAL;
+    const Use use(*this);
+    if (!use) return 0;
+    try {
+        return stream_->poll_events(wanted);
+    } catch (...) {
+        return POLLERR;
     }
-    for (Connection* c : live)
-        if (c->usable()) c->close();
+}
+
+int Connection::wait(short wanted, int timeout_ms) noexcept {
+    const Use use(*this);
+    if (!use) return -1;
+    try {
+        return stream_->wait(wanted, Millis{timeout_ms});
+    } catch (...) {
+        return errno = errno_for_current_exception(), -1;
+    }
+}
+
+int Connection::set_interest(short events) noexcept {
+    const Use use(*this);
+    if (!use) return -1;
+    stream_->set_interest(events);
+    return 0;
+}
+
+ConnectionStats Connection::stats() const noexcept { return stream_ ? stream_->stats() : ConnectionStats{}; }
+
+std::string Connection::failure_reason() const noexcept {
+    try {
+        return stream_ ? stream_->failure_reason() : std::string();
+    } catch (...) {
+        return {};
+    }
+}
+
+void Connection::close_all_at_exit() noexcept {
+    const int saved = errno;
+    try {
+        // Claim every connection of ours that no other thread is inside.
+        std::vector<Connection*> claimed;
+        {
+            Registry& r = registry();
+            const std::lock_guard guard(r.lock);
+            claimed.reserve(r.live.size());
+            for (Connection* c : r.live)
+                if (c->usable() && c->in_use_.try_lock()) claimed.push_back(c);
+        }
+        // Drain them all at once: queue every Close, then wait on all their
+        // descriptors together until each is acknowledged or one deadline.
+        Millis budget{0};
+        for (Connection* c : claimed) {
+            c->stream_->begin_close();
+            budget = std::max(budget, c->stream_->close_drain_timeout());
+        }
+        const auto deadline = std::chrono::steady_clock::now() + budget;
+        std::vector<Connection*> pending = claimed;
+        std::vector<pollfd> fds;
+        for (;;) {
+            std::erase_if(pending, [](Connection* c) { return c->stream_->drain_done(); });
+            const auto left = std::chrono::ceil<Millis>(deadline - std::chrono::steady_clock::now());
+            if (pending.empty() || left.count() <= 0) break;
+            fds.clear();
+            for (Connection* c : pending) fds.push_back({c->stream_->fd(), POLLIN, 0});
+            if (::poll(fds.data(), fds.size(), static_cast<int>(left.count())) < 0 && errno != EINTR) break;
+        }
+        for (Connection* c : claimed) {
+            c->stream_->end_close();
+            c->in_use_.unlock();
+        }
+    } catch (...) {
+        // Out of memory at exit: the kernel still tears the queue pairs down.
+    }
     errno = saved;
 }
 

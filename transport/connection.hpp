@@ -1,40 +1,74 @@
 // A reliable, ordered byte stream over one RC queue pair, used like a
-// non-blocking socket.
+// non-blocking socket. Every call is noexcept: failures are -1 and errno
+// (ENOMEM when memory ran out), never an exception.
 //
 // Contract (POSIX style: -1 and errno on failure):
 //   read()   returns bytes, or 0 once the peer closed and every byte it wrote
-//            before closing has been delivered; EAGAIN when nothing is there
-//            yet; ECONNRESET when the peer vanished without closing (bytes
-//            that had already arrived are delivered first); ETIMEDOUT when
-//            nothing proved the peer alive for the keepalive timeout; EPROTO
-//            when the peer broke the protocol (the connection is then closed).
-//   write()/writev() return bytes accepted (maybe fewer than asked), EAGAIN
-//            when the peer's ring, the credits or the local staging buffer are
-//            full, EPIPE after shutdown(SHUT_WR) or close.
-//   fd()     one pollable descriptor. POLLIN on it means "call read() or
-//            write() again": data, EOF or an error is ready, or something that
-//            was blocking a write has been freed. RDMA has no POLLOUT, so a
-//            writer that got EAGAIN waits for POLLIN on fd() and retries; the
-//            descriptor never reports POLLOUT itself. fd() also turns readable
-//            on keepalive ticks; read() then simply returns EAGAIN.
+//            before closing has been delivered; EAGAIN at once when nothing
+//            is there yet (it never spins or sleeps); ECONNRESET when the
+//            peer vanished without closing (bytes that had already arrived
+//            are delivered first); ETIMEDOUT when nothing proved the peer
+//            alive for the keepalive timeout; EPROTO when the peer broke the
+//            protocol (the connection is then closed).
+//   write()/writev() return bytes accepted (maybe fewer than asked), 0 for
+//            zero bytes, EAGAIN when the peer's ring, the credits or the local
+//            staging buffer are full, EPIPE after shutdown(SHUT_WR) or once
+//            the peer closed and went away.
+//   poll_events(wanted) answers poll(2)'s question without blocking:
+//            POLLIN    read() would not say EAGAIN (data, EOF or an error)
+//            POLLOUT   write() would not say EAGAIN
+//            POLLRDHUP the peer shut down its side (its Close arrived)
+//            POLLHUP   the peer is gone: closed and disconnected, or failed
+//            POLLERR   the connection failed (read/write give the errno)
+//            POLLERR and POLLHUP are reported whatever `wanted` says, as by
+//            poll(2). readable()/writable()/peer_closed()/failed() are the
+//            same answers one at a time.
+//   wait(wanted, timeout_ms) sleeps until poll_events(wanted) is non-zero;
+//            returns the events, 0 on timeout, -1 with EINTR on a signal.
+//            Only what was asked for wakes it: a writer waiting for POLLOUT
+//            is not woken by unread input, nor any waiter by keepalive
+//            ticks. It busy-polls briefly before sleeping (Settings::
+//            busy_poll, adaptive), which is where the spin belongs: only a
+//            caller about to sleep pays for it.
+//   fd()     one pollable descriptor, for callers that wait in their own
+//            poll/epoll. It turns readable (POLLIN on fd()) when readiness in
+//            the interest set is there (set_interest(), POLLIN by default;
+//            POLLOUT is added while a write that said EAGAIN waits), and also
+//            on internal events (completions, keepalive ticks) that may or
+//            may not make the connection ready: after a wakeup, call
+//            poll_events() (or just retry) and wait again.
 //   shutdown(SHUT_WR) sends Close after the bytes already written.
 //   close()  Close, then waits up to Settings::close_drain_timeout for every
-//            queued send to complete, then disconnects. The destructor closes.
+//            queued send to complete, then disconnects; -1 (ETIMEDOUT, or the
+//            connection's error) when bytes written were not acknowledged,
+//            i.e. may be lost. The destructor closes.
 //
 // Bytes written are delivered even if the process exits without closing: an
-// exit handler closes every connection this process still owns (a PostgreSQL
-// backend sends its last FATAL message and exits without closing its socket).
+// exit handler drains every connection this process still owns, all at once
+// against one deadline (a PostgreSQL backend sends its last FATAL message and
+// exits without closing its socket). It skips a connection another thread is
+// inside at that moment.
 //
-// Not thread-safe: one connection belongs to one thread at a time. Verbs
-// resources belong to the process that created the connection; in a forked
-// child every call fails with EBADF and the exit handler leaves it alone.
+// Threads and signals: one connection belongs to one thread at a time. A
+// call made while another call on the same connection is in progress (a
+// second thread, or a signal handler that interrupted the owner, such as
+// PostgreSQL's quickdie) fails with EIO instead of re-entering the data path.
+// Different connections may be used by different threads.
+//
+// Fork: verbs resources belong to the process that created the connection.
+// In a forked child every call fails with EBADF (fd() is -1), destroying the
+// inherited object leaves the parent's queue pair alone, and the child's exit
+// handler does not touch it.
 #pragma once
 
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include <poll.h>
+
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 namespace pg_rdma::transport {
@@ -49,6 +83,7 @@ struct ConnectionStats {
     std::uint64_t control_sent = 0;     // control messages sent
     std::uint64_t control_received = 0;
     std::uint64_t write_blocked = 0;    // times write() returned EAGAIN
+    std::uint64_t keepalive_probes = 0; // liveness probes sent while idle
     std::uint32_t rx_buffer_size = 0;   // ours
     std::uint32_t peer_rx_buffer_size = 0;
     std::uint8_t protocol_version = 0;  // negotiated
@@ -57,32 +92,47 @@ struct ConnectionStats {
 
 class Connection {
 public:
-    explicit Connection(std::unique_ptr<Stream> stream);
+    explicit Connection(std::unique_ptr<Stream> stream) noexcept;
     ~Connection();
     Connection(const Connection&) = delete;
     Connection& operator=(const Connection&) = delete;
 
-    ssize_t read(void* buf, std::size_t len);
-    ssize_t write(const void* buf, std::size_t len);
-    ssize_t writev(const struct iovec* iov, int iovcnt);
-    int shutdown(int how);
-    int close();
+    ssize_t read(void* buf, std::size_t len) noexcept;
+    ssize_t write(const void* buf, std::size_t len) noexcept;
+    ssize_t writev(const struct iovec* iov, int iovcnt) noexcept;
+    int shutdown(int how) noexcept;
+    int close() noexcept;
 
-    [[nodiscard]] int fd() const;
-    // True when read() would not return EAGAIN (data, EOF or an error waits).
-    [[nodiscard]] bool readable();
-    [[nodiscard]] ConnectionStats stats() const;
+    [[nodiscard]] int fd() const noexcept;
+    // See the contract above. poll_events() returns POLLNVAL when the
+    // connection is closed or not this process's, and 0 while another call
+    // is in progress.
+    short poll_events(short wanted) noexcept;
+    bool readable() noexcept { return (poll_events(POLLIN) & POLLIN) != 0; }
+    bool writable() noexcept { return (poll_events(POLLOUT) & POLLOUT) != 0; }
+    bool peer_closed() noexcept { return (poll_events(POLLRDHUP) & (POLLRDHUP | POLLHUP)) != 0; }
+    bool failed() noexcept { return (poll_events(0) & POLLERR) != 0; }
+    int wait(short wanted, int timeout_ms) noexcept;
+    // What fd() signals; returns -1 (EBADF) when the connection is unusable.
+    int set_interest(short events) noexcept;
+
+    [[nodiscard]] ConnectionStats stats() const noexcept;
     // Why the connection failed, in words for a log line; empty while it works.
-    [[nodiscard]] std::string failure_reason() const;
+    [[nodiscard]] std::string failure_reason() const noexcept;
 
-    // Closes every connection this process still owns. Registered with
-    // atexit() when the first connection is made; safe to call more than once.
-    static void close_all_at_exit();
+    // Drains and disconnects every connection this process still owns.
+    // Registered with atexit() when the first connection is made; safe to
+    // call more than once.
+    static void close_all_at_exit() noexcept;
 
 private:
-    [[nodiscard]] bool usable() const;
+    class Use;
+    [[nodiscard]] bool usable() const noexcept;
     std::unique_ptr<Stream> stream_;
     pid_t owner_pid_;
+    // Held by every call for its duration; try-locked, so a nested or
+    // concurrent call fails instead of waiting or re-entering.
+    std::mutex in_use_;
 };
 
 }  // namespace pg_rdma::transport

@@ -28,6 +28,10 @@ std::size_t Endpoint::pinned_bytes(const Settings& s) { return s.rx_buffer_size 
 
 std::unique_ptr<Endpoint> Endpoint::create(CmChannelPtr channel, CmIdPtr id, const Settings& settings,
                                            Error& err) {
+    if (const auto problem = settings_problem(settings); !problem.empty()) {
+        fail(err, EINVAL, "invalid transport settings: " + std::string(problem));
+        return nullptr;
+    }
     if (!check_memlock(pinned_bytes(settings), err)) return nullptr;
     std::unique_ptr<Endpoint> ep(new Endpoint(settings));
     ep->cm_channel_ = std::move(channel);
@@ -141,6 +145,18 @@ bool Endpoint::post_control(std::uint32_t slot, const protocol::ControlBytes& by
     wr.num_sge = 1;
     wr.opcode = IBV_WR_SEND;
     wr.send_flags = signalled ? IBV_SEND_SIGNALED : 0;
+    return post_send(wr);
+}
+
+bool Endpoint::post_probe(std::uint64_t remote_addr, std::uint32_t rkey, std::uint64_t wr_id) {
+    ibv_send_wr wr{};
+    wr.wr_id = wr_id;
+    wr.sg_list = nullptr;
+    wr.num_sge = 0;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = remote_addr;
+    wr.wr.rdma.rkey = rkey;
     return post_send(wr);
 }
 

@@ -45,11 +45,20 @@ public:
                         std::uint32_t rkey, std::uint32_t imm, std::uint64_t wr_id, bool signalled);
     bool post_control(std::uint32_t slot, const protocol::ControlBytes& bytes, std::uint64_t wr_id,
                       bool signalled);
+    // A liveness probe: a signalled zero-length RDMA WRITE (no immediate) to
+    // the peer's ring. It consumes no receive WR and no credit, and the
+    // peer's RDMA device acknowledges it without the peer process running,
+    // so a live peer that does not call in still proves itself alive, while
+    // a vanished host leaves it unacknowledged (C9-88: a zero-length write
+    // touches no memory).
+    bool post_probe(std::uint64_t remote_addr, std::uint32_t rkey, std::uint64_t wr_id);
 
     // Non-blocking: returns how many completions were written into `out`.
     int poll(std::span<ibv_wc> out);
     // Consumes completion-channel events and re-arms the CQ. Call poll()
     // again afterwards: completions that raced with the re-arm are there.
+    // The CQ stays armed until its event fires, so this is only needed once
+    // the completion fd turned readable.
     bool rearm();
 
     [[nodiscard]] rdma_cm_id* id() const { return id_.get(); }

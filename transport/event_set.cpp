@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstdint>
+#include <utility>
 
 namespace pg_rdma::transport {
 
@@ -26,10 +28,10 @@ FileDescriptor& FileDescriptor::operator=(FileDescriptor&& o) noexcept {
 
 namespace {
 
-bool add(int epfd, int fd) {
+bool add(int epfd, int fd, unsigned source) {
     epoll_event ev{};
     ev.events = EPOLLIN;
-    ev.data.fd = fd;
+    ev.data.u32 = source;
     return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0;
 }
 
@@ -48,8 +50,10 @@ bool EventSet::init(int completion_fd, int cm_fd, std::chrono::milliseconds tick
     timer_ = FileDescriptor(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
     if (!timer_.valid()) return fail_errno(err, errno, "timerfd_create");
     if (!set_tick(tick)) return fail_errno(err, errno, "timerfd_settime");
-    for (int fd : {completion_fd, cm_fd, wake_.get(), timer_.get()})
-        if (!add(epoll_.get(), fd)) return fail_errno(err, errno, "epoll_ctl(EPOLL_CTL_ADD)");
+    const std::pair<int, unsigned> sources[] = {
+        {completion_fd, kCompletion}, {cm_fd, kCm}, {wake_.get(), kReady}, {timer_.get(), kTick}};
+    for (const auto& [fd, source] : sources)
+        if (!add(epoll_.get(), fd, source)) return fail_errno(err, errno, "epoll_ctl(EPOLL_CTL_ADD)");
     return true;
 }
 
@@ -75,9 +79,20 @@ bool EventSet::take_tick() {
     return ::read(timer_.get(), &expirations, sizeof expirations) == sizeof expirations;
 }
 
-bool EventSet::wait(std::chrono::milliseconds timeout) const {
+unsigned EventSet::pending() const {
+    constexpr int kSources = 4;
+    epoll_event evs[kSources];
+    const int n = epoll_wait(epoll_.get(), evs, kSources, 0);
+    if (n < 0) return kCompletion | kCm | kTick | kReady;
+    unsigned bits = 0;
+    for (int i = 0; i < n; ++i) bits |= evs[i].data.u32;
+    return bits;
+}
+
+int EventSet::wait(std::chrono::milliseconds timeout) const {
     pollfd p{epoll_.get(), POLLIN, 0};
-    return ::poll(&p, 1, static_cast<int>(timeout.count())) > 0;
+    const auto ms = timeout.count() < 0 ? -1 : static_cast<int>(std::min<std::int64_t>(timeout.count(), INT32_MAX));
+    return ::poll(&p, 1, ms);
 }
 
 }  // namespace pg_rdma::transport

@@ -30,18 +30,30 @@ private:
 
 class EventSet {
 public:
+    // Which of the sources inside fd() have something (pending()).
+    enum Source : unsigned {
+        kCompletion = 1u << 0,  // the CQ's event fired: re-arm it
+        kCm = 1u << 1,          // an rdma_cm event (disconnect) waits
+        kTick = 1u << 2,        // the keepalive timer expired
+        kReady = 1u << 3,       // set_ready(true) is in force
+    };
+
     // `completion_fd` and `cm_fd` must already be non-blocking.
     bool init(int completion_fd, int cm_fd, std::chrono::milliseconds tick, Error& err);
 
     [[nodiscard]] int fd() const { return epoll_.get(); }
     // Keeps fd() readable until set_ready(false).
     void set_ready(bool ready);
-    // Changes the keepalive tick period (after negotiation).
+    // Changes the keepalive tick period (after negotiation); 0 stops it.
     bool set_tick(std::chrono::milliseconds tick);
     // True when the keepalive timer fired since the last call.
     bool take_tick();
-    // Waits until fd() is readable or `timeout` passes; false on timeout.
-    bool wait(std::chrono::milliseconds timeout) const;
+    // The sources that have something, in one system call and without
+    // consuming anything; all bits if the kernel would not say.
+    [[nodiscard]] unsigned pending() const;
+    // Waits until fd() is readable or `timeout` passes (negative: no limit).
+    // 1 ready, 0 timeout, -1 with errno (EINTR: a signal arrived).
+    int wait(std::chrono::milliseconds timeout) const;
 
 private:
     FileDescriptor epoll_;

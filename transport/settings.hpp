@@ -7,6 +7,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string_view>
+
+#include "protocol/control.hpp"
 
 namespace pg_rdma::transport {
 
@@ -23,8 +26,13 @@ struct Settings {
     std::uint32_t tx_buffer_size = 128 * 1024;  // bytes of local staging for writes, pinned
     std::uint16_t credits = 64;                 // receive WRs posted for the peer
     std::uint16_t send_queue_depth = 64;        // send WRs in flight at most
-    Millis keepalive_interval{2'000};           // send Keepalive after this much tx silence
-    Millis keepalive_timeout{20'000};           // peer is dead after this much rx silence
+    Millis keepalive_interval{2'000};           // probe the peer after this much tx silence
+    Millis keepalive_timeout{20'000};           // peer is dead after this much without evidence
+    // Passive side's policy for what a peer may ask for during negotiation:
+    // a client, before authentication, cannot impose a faster keepalive tick
+    // or a longer wait before a dead peer is noticed than these.
+    Millis keepalive_min_interval{100};         // floor of the negotiated interval
+    Millis keepalive_max_timeout{600'000};      // cap of the negotiated timeout (10 min)
     Millis connect_timeout{10'000};             // whole setup: resolve, connect, negotiate
     Millis close_drain_timeout{2'000};          // how long close/exit waits for queued sends
     // How long read() polls the completion queue before it gives up with
@@ -35,5 +43,46 @@ struct Settings {
     std::chrono::microseconds busy_poll{50};
     std::chrono::microseconds busy_poll_max{500};
 };
+
+// Limits of the settings that are not the protocol's (protocol/control.hpp).
+inline constexpr std::uint32_t kMinTxBufferSize = 4096;               // bytes
+inline constexpr std::uint32_t kMaxTxBufferSize = 64u * 1024 * 1024;  // bytes
+inline constexpr std::uint16_t kMinSendQueueDepth = 4;   // WRs: signalling needs depth / 2 >= 2
+inline constexpr std::uint16_t kMaxSendQueueDepth = 4096;  // WRs
+inline constexpr std::chrono::microseconds kMaxBusyPoll{100'000};  // a longer spin is a bug, not a tune
+
+// Why `s` cannot be used, or empty when it can. Checked where a connection
+// or listener is created (Endpoint::create, Listener::create).
+constexpr std::string_view settings_problem(const Settings& s) {
+    using protocol::kMaxKeepaliveIntervalMs, protocol::kMinKeepaliveIntervalMs, protocol::kMaxKeepaliveTimeoutMs;
+    if (s.rx_buffer_size < protocol::kMinRxBufferSize || s.rx_buffer_size > protocol::kMaxRxBufferSize ||
+        s.rx_buffer_size % protocol::kRxBufferAlignment != 0)
+        return "rx_buffer_size must be a multiple of 4 KiB between 4 KiB and 64 MiB";
+    if (s.tx_buffer_size < kMinTxBufferSize || s.tx_buffer_size > kMaxTxBufferSize)
+        return "tx_buffer_size must be between 4 KiB and 64 MiB";
+    if (s.credits < protocol::kMinCredits || s.credits > protocol::kMaxCredits)
+        return "credits must be between 4 and 4096";
+    if (s.send_queue_depth < kMinSendQueueDepth || s.send_queue_depth > kMaxSendQueueDepth)
+        return "send_queue_depth must be between 4 and 4096";
+    const auto interval = s.keepalive_interval.count();
+    const auto timeout = s.keepalive_timeout.count();
+    if (interval < kMinKeepaliveIntervalMs || interval > kMaxKeepaliveIntervalMs)
+        return "keepalive_interval must be between 10 ms and 1 h";
+    if (timeout < 2 * interval || timeout > kMaxKeepaliveTimeoutMs)
+        return "keepalive_timeout must be at least twice keepalive_interval and at most 24 h";
+    if (s.keepalive_min_interval.count() < kMinKeepaliveIntervalMs || s.keepalive_min_interval > s.keepalive_interval)
+        return "keepalive_min_interval must be between 10 ms and keepalive_interval";
+    if (s.keepalive_max_timeout < s.keepalive_timeout || s.keepalive_max_timeout.count() > kMaxKeepaliveTimeoutMs)
+        return "keepalive_max_timeout must be between keepalive_timeout and 24 h";
+    if (s.connect_timeout.count() <= 0) return "connect_timeout must be positive";
+    if (s.close_drain_timeout.count() < 0) return "close_drain_timeout must not be negative";
+    if (s.busy_poll.count() < 0 || s.busy_poll_max < s.busy_poll || s.busy_poll_max > kMaxBusyPoll)
+        return "busy_poll must be between 0 and busy_poll_max, and busy_poll_max at most 100 ms";
+    return {};
+}
+
+static_assert(settings_problem(Settings{}).empty(), "the default settings must be valid");
+static_assert(Settings{}.rx_buffer_size + Settings{}.tx_buffer_size <= 512 * 1024,
+              "the defaults must stay under the 512 KiB a backend may pin per connection");
 
 }  // namespace pg_rdma::transport

@@ -28,15 +28,9 @@ ssize_t Stream::read(void* buf, std::size_t len) {
     if (closed_) return errno = EBADF, -1;
     if (len == 0) return 0;
     poll_completions();  // cheap (no system call) and keeps receives posted
-    if (rx_.unread() == 0 && !eof()) {
-        if (!wait_started_) wait_started_ = Clock::now();
-        busy_poll([this] { return rx_.unread() > 0 || eof(); });
-        if (rx_.unread() == 0 && !eof()) progress();
-    }
-    if (wait_started_ && rx_.unread() > 0) {  // a wait for data just ended
-        spin_.on_wait(Clock::now() - *wait_started_);
-        wait_started_.reset();
-    }
+    // Nothing here: consume pending events so fd() is armed, then say
+    // EAGAIN at once. Waiting, and spinning before it, is wait()'s job.
+    if (rx_.unread() == 0 && !eof()) progress();
     if (rx_.unread() == 0) {
         if (eof()) return 0;
         errno = error_ != 0 ? error_ : EAGAIN;
@@ -63,15 +57,20 @@ ssize_t Stream::writev(const iovec* iov, int iovcnt) {
     if (closed_) return errno = EBADF, -1;
     if (error_ != 0) return errno = error_, -1;
     if (close_queued_ || peer_disconnected_) return errno = EPIPE, -1;
+    std::size_t wanted = 0;
+    for (int i = 0; i < iovcnt; ++i) wanted += iov[i].iov_len;
+    if (wanted == 0) return 0;  // as send(2): nothing to do is not "would block"
     write_blocked_ = false;
     std::size_t total = post_iov(iov, iovcnt);
     if (total == 0 && error_ == 0) {
-        // Blocked: collect completions and credit updates once. This also
-        // re-arms the CQ, so fd() wakes the caller when room frees up.
+        // Blocked: collect completions and credit updates once, then retry.
         progress();
         total = post_iov(iov, iovcnt);
     }
-    if (total > 0) return static_cast<ssize_t>(total);
+    if (total > 0) {
+        update_readiness();
+        return static_cast<ssize_t>(total);
+    }
     if (error_ != 0) return errno = error_, -1;
     write_blocked_ = true;
     ++stats_.write_blocked;
@@ -105,25 +104,102 @@ int Stream::shutdown_write() {
 
 int Stream::close() {
     if (closed_) return 0;
+    begin_close();
+    const bool drained = drain(Clock::now() + settings_.close_drain_timeout);
+    // Bytes we wrote and the peer never acknowledged are lost: say so, as
+    // close(2) reports a failed final write-back.
+    const bool lost = !drained && !sq_.idle();
+    const int code = error_ != 0 ? error_ : ETIMEDOUT;
+    end_close();
+    if (!lost) return 0;
+    errno = code;
+    return -1;
+}
+
+void Stream::begin_close() {
     closing_ = true;
-    int rc = 0;
+    // From now on fd() wakes only for events, never for readiness (unread
+    // input, a refused write): a drain that waits on it must not spin.
+    sleeping_for_ = short{0};
     if (error_ == 0 && phase_ == Phase::Established) {
         close_queued_ = true;
-        if (!drain(Clock::now() + settings_.close_drain_timeout) && error_ == 0) {
-            errno = ETIMEDOUT;  // the peer did not take our last bytes in time
-            rc = -1;
-        }
+        flush_control();
     }
+}
+
+bool Stream::drain_done() {
+    if (phase_ != Phase::Established) return true;
+    if (!progress()) return true;  // failed: nothing more will complete
+    // The Close is signalled and RC completes in order: its completion
+    // means every byte before it reached the peer.
+    if (close_sent_ && sq_.completed(close_seq_)) return true;
+    // A peer that closed and disconnected takes nothing more.
+    return peer_disconnected_;
+}
+
+void Stream::end_close() {
+    if (closed_) return;
     rdma_disconnect(endpoint_->id());
     closed_ = true;
+}
+
+short Stream::readiness() const {
+    short r = 0;
+    if (rx_.unread() > 0 || eof() || error_ != 0) r |= POLLIN;
+    // A write would not block: it would post, or fail at once (EPIPE, error).
+    if (error_ != 0 || close_queued_ || peer_disconnected_ || (phase_ == Phase::Established && can_write_now()))
+        r |= POLLOUT;
+    if (peer_bytes_sent_) r |= POLLRDHUP;  // the peer shut down its side
+    if (peer_disconnected_ || error_ != 0) r |= POLLHUP;
+    if (error_ != 0) r |= POLLERR;
+    return r;
+}
+
+short Stream::poll_events(short wanted) {
+    if (closed_) return POLLNVAL;
+    progress();
+    return static_cast<short>(readiness() & (wanted | POLLERR | POLLHUP));
+}
+
+void Stream::set_interest(short events) {
+    interest_ = events;
+    update_readiness();
+}
+
+int Stream::sleep_for(short wanted, Millis timeout) {
+    const auto outer = sleeping_for_;
+    sleeping_for_ = wanted;
+    update_readiness();
+    const int rc = events_.wait(timeout);
+    const int saved_errno = errno;
+    sleeping_for_ = outer;
+    update_readiness();
+    errno = saved_errno;
     return rc;
 }
 
-bool Stream::readable() {
-    if (closed_) return true;
-    poll_completions();
-    if (rx_.unread() == 0 && !eof() && error_ == 0) progress();
-    return rx_.unread() > 0 || eof() || error_ != 0;
+int Stream::wait(short wanted, Millis timeout) {
+    if (closed_) return POLLNVAL;
+    const auto start = Clock::now();
+    const auto deadline = timeout.count() < 0 ? Clock::time_point::max() : start + timeout;
+    const auto mask = static_cast<short>(wanted | POLLERR | POLLHUP);
+    if (const short r = poll_events(wanted); r != 0 || timeout.count() == 0) return r;
+    // About to sleep: a reply that comes within the spin budget is caught
+    // without the cost of a wakeup (see adaptive_spin.hpp).
+    busy_poll([&] { return (readiness() & mask) != 0; });
+    short r = 0;
+    for (;;) {
+        r = poll_events(wanted);
+        if (r != 0) break;
+        const auto now = Clock::now();
+        if (now >= deadline) break;
+        const Millis left = deadline == Clock::time_point::max()
+                                ? Millis{-1}
+                                : std::chrono::ceil<Millis>(deadline - now);
+        if (sleep_for(wanted, left) < 0 && errno == EINTR) return -1;
+    }
+    if (r != 0) spin_.on_wait(Clock::now() - start);
+    return r;
 }
 
 }  // namespace pg_rdma::transport

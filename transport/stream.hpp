@@ -9,6 +9,7 @@
 // tested on the host; this class only sequences them around verbs calls.
 #pragma once
 
+#include <poll.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -57,7 +58,27 @@ public:
     int shutdown_write();
     int close();
     [[nodiscard]] int fd() const { return events_.fd(); }
-    bool readable();
+
+    // Readiness in poll(2) bits (see connection.hpp for their meaning),
+    // after consuming whatever events are pending; never blocks, never
+    // spins. POLLERR and POLLHUP are reported whatever `wanted` says.
+    short poll_events(short wanted);
+    // Sleeps until poll_events(wanted) is non-zero or `timeout` passed
+    // (negative: no limit). Busy-polls the CQ briefly first (AdaptiveSpin).
+    // Returns the events, 0 on timeout, -1 with EINTR on a signal.
+    int wait(short wanted, Millis timeout);
+    // Which readiness fd() signals (POLLIN by default).
+    void set_interest(short events);
+
+    // The close() drain split for the exit handler, which drains many
+    // connections at once against one deadline: begin_close() queues the
+    // Close; drain_done() consumes events and says whether the Close was
+    // acknowledged (or nothing more can happen); end_close() disconnects.
+    void begin_close();
+    bool drain_done();
+    void end_close();
+    [[nodiscard]] Millis close_drain_timeout() const { return settings_.close_drain_timeout; }
+
     [[nodiscard]] const ConnectionStats& stats() const { return stats_; }
     [[nodiscard]] const std::string& failure_reason() const { return failure_reason_; }
 
@@ -73,6 +94,7 @@ private:
     bool apply_agreement(const protocol::FeatureAgreement& agreed, std::uint16_t peer_credits);
     [[nodiscard]] protocol::FeatureOffer local_offer() const;
     bool protocol_error(std::string_view why);
+    [[nodiscard]] bool keepalive_agreed() const;
 
     // --- data path (stream_datapath.cpp)
     // Polls completions, CM events and the keepalive timer, then sends due
@@ -86,6 +108,12 @@ private:
         const auto until = Clock::now() + spin_.budget();
         while (error_ == 0 && !done() && Clock::now() < until) poll_completions();
     }
+    // Readiness of every kind, in poll(2) bits, from state alone.
+    [[nodiscard]] short readiness() const;
+    // Sleeps on fd() until something arrives for `wanted` (the readiness
+    // signal narrowed to it, so what is already there but not wanted, such
+    // as unread input for a writer, does not wake it). As EventSet::wait.
+    int sleep_for(short wanted, Millis timeout);
     bool handle_completion(const ibv_wc& wc);
     bool handle_receive(const ibv_wc& wc);
     bool handle_data(std::uint32_t len);
@@ -93,6 +121,7 @@ private:
     bool handle_peer_close(const protocol::CloseMessage& msg);
     void handle_cm_events();
     void handle_keepalive_tick();
+    bool send_probe();
     void on_peer_gone();
     bool send_control(const protocol::ControlMessage& msg, bool force_signal);
     void flush_control();
@@ -105,8 +134,8 @@ private:
     [[nodiscard]] bool eof() const;
     // Sends Close and waits until it completed (true) or `deadline` passed.
     bool drain(Clock::time_point deadline);
-    // Sleeps on fd() for at most `timeout` (a setup or drain wait).
-    void sleep(Millis timeout) { events_.wait(timeout); }
+    // Sleeps on fd() for at most `timeout` (a setup wait).
+    void sleep(Millis timeout) { sleep_for(0, timeout); }
 
     std::unique_ptr<Endpoint> endpoint_;
     EventSet events_;
@@ -136,7 +165,10 @@ private:
     std::optional<std::uint64_t> peer_bytes_sent_;  // the peer's Close
     int error_ = 0;                  // sticky errno once the connection failed
     bool peer_disconnected_ = false; // the peer closed and then disconnected
-    bool write_blocked_ = false;     // a write saw EAGAIN; wake it on progress
+    bool write_blocked_ = false;     // a write saw EAGAIN; fd() also signals POLLOUT
+    bool cq_armed_ = true;           // Endpoint::create armed it; its event not seen yet
+    short interest_ = POLLIN;        // what fd() signals (set_interest)
+    std::optional<short> sleeping_for_;  // inside sleep_for(): fd() signals only this
     bool credit_update_pending_ = false;
     bool refused_ = false;           // we answered the peer's offer with a refusal
     std::optional<Clock::time_point> refusal_linger_until_;

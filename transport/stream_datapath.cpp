@@ -60,12 +60,17 @@ void Stream::on_peer_gone() {
 
 bool Stream::progress() {
     // Every step runs even after a failure, so events are consumed and fd()
-    // reports the failure as readiness.
+    // reports the failure as readiness. One epoll_wait says which sources
+    // have something, so an idle call costs one system call.
     poll_completions();
-    if (events_.take_tick()) handle_keepalive_tick();
-    handle_cm_events();
-    if (error_ == 0 && !endpoint_->rearm()) fail(errno);
-    poll_completions();  // what raced with the re-arm
+    const unsigned pending = events_.pending();
+    if ((pending & EventSet::kTick) != 0 && events_.take_tick()) handle_keepalive_tick();
+    if ((pending & EventSet::kCm) != 0) handle_cm_events();
+    if ((pending & EventSet::kCompletion) != 0 || !cq_armed_) {
+        cq_armed_ = endpoint_->rearm();
+        if (!cq_armed_ && error_ == 0) fail(errno);
+        poll_completions();  // what raced with the re-arm
+    }
     flush_control();
     update_readiness();
     return error_ == 0;
@@ -91,7 +96,10 @@ bool Stream::handle_completion(const ibv_wc& wc) {
             on_peer_gone();
             return false;
         }
-        if (failure_reason_.empty()) failure_reason_ = ibv_wc_status_str(wc.status);
+        if (failure_reason_.empty())
+            failure_reason_ = wc.status == IBV_WC_RETRY_EXC_ERR
+                                  ? "the peer's host stopped acknowledging (transport retry counter exceeded)"
+                                  : ibv_wc_status_str(wc.status);
         fail(errno_for(wc.status));
         return false;
     }
@@ -176,8 +184,10 @@ void Stream::handle_cm_events() {
     }
 }
 
+bool Stream::keepalive_agreed() const { return (stats_.features & protocol::feature::kKeepalive) != 0; }
+
 void Stream::handle_keepalive_tick() {
-    if (phase_ != Phase::Established) return;
+    if (phase_ != Phase::Established || !keepalive_agreed()) return;
     // The data path only raises flags; the clock is read here, once a tick.
     const auto now = Clock::now();
     if (heard_since_tick_) keepalive_.on_evidence(now);
@@ -189,14 +199,28 @@ void Stream::handle_keepalive_tick() {
             fail(ETIMEDOUT);
             break;
         case KeepaliveClock::Verdict::SendKeepalive:
-            // Signalled: its completion is the proof of life we are after.
-            if (send_control(protocol::Keepalive{}, true)) {
+            // Its completion is the proof of life we are after.
+            if (send_probe()) {
                 keepalive_.on_sent(now);
                 sent_since_tick_ = false;
             }
             break;
         case KeepaliveClock::Verdict::Alive: break;
     }
+}
+
+bool Stream::send_probe() {
+    // Needs a send queue slot only: no credit, nothing at the peer that its
+    // application would have to give back (see Endpoint::post_probe).
+    if (!sq_.has_room()) return false;
+    const std::uint64_t seq = sq_.next_seq();
+    if (!endpoint_->post_probe(peer_ring_addr_, peer_ring_rkey_, seq)) {
+        fail(errno);
+        return false;
+    }
+    sq_.on_posted(true, staging_.head());
+    ++stats_.keepalive_probes;
+    return true;
 }
 
 bool Stream::send_control(const protocol::ControlMessage& msg, bool force_signal) {
@@ -260,20 +284,22 @@ std::uint32_t Stream::post_data(const std::uint8_t* src, std::uint32_t len) {
 }
 
 void Stream::update_readiness() {
-    events_.set_ready(rx_.unread() > 0 || eof() || error_ != 0 || (write_blocked_ && can_write_now()));
+    // fd() signals what its waiter wants: inside sleep_for() exactly that,
+    // otherwise the interest set, plus POLLOUT for a write that saw EAGAIN.
+    const short signalled =
+        sleeping_for_ ? *sleeping_for_ : static_cast<short>(interest_ | (write_blocked_ ? POLLOUT : 0));
+    events_.set_ready((readiness() & (signalled | POLLERR | POLLHUP)) != 0);
 }
 
 bool Stream::drain(Clock::time_point deadline) {
     for (;;) {
-        if (!progress()) return false;
-        // The Close is signalled and RC completes in order: its completion
-        // means every byte before it reached the peer.
-        if (close_sent_ && sq_.completed(close_seq_)) return true;
-        // A peer that closed and disconnected takes nothing more.
-        if (peer_disconnected_) return true;
-        const auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
+        if (drain_done())
+            return phase_ != Phase::Established ||
+                   (error_ == 0 && (peer_disconnected_ || (close_sent_ && sq_.completed(close_seq_))));
+        const auto left = std::chrono::ceil<Millis>(deadline - Clock::now());
         if (left.count() <= 0) return false;
-        events_.wait(left);
+        // Only events wake this sleep: unread input does not (no spinning).
+        sleep_for(0, left);
     }
 }
 

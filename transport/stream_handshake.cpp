@@ -123,9 +123,11 @@ bool Stream::apply_agreement(const protocol::FeatureAgreement& agreed, std::uint
         return protocol_error("the peer announced an impossible credit count");
     const Millis interval{agreed.keepalive_interval_ms};
     keepalive_.set(interval, Millis{agreed.keepalive_timeout_ms});
-    events_.set_tick(tick_for(interval));
     stats_.protocol_version = agreed.version;
     stats_.features = agreed.features;
+    // Without the keepalive feature the values mean nothing: no probes, no
+    // verdict, and no timer waking the process.
+    events_.set_tick(keepalive_agreed() ? tick_for(interval) : Millis{0});
     stats_.peer_rx_buffer_size = peer_.size();
     phase_ = Phase::AwaitRing;
     return send_control(endpoint_->rx_ring_announcement(), false);

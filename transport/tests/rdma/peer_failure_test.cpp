@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <vector>
 #include <variant>
 
 #include "with_peer.hpp"
@@ -260,7 +261,7 @@ TEST_CASE("an idle connection outlives many keepalive timeouts", "[rdma][failure
         std::uint8_t ping[32];
         REQUIRE(read_exact(conn, ping, sizeof ping, kIdle + 20s));
         CHECK(check_pattern(ping, sizeof ping, 9));
-        CHECK(conn.stats().control_sent > 10);  // keepalives went out while idle
+        CHECK(conn.stats().keepalive_probes > 10);  // probes went out while idle
     });
 }
 
@@ -287,4 +288,38 @@ TEST_CASE("a peer that falls silent without disconnecting is declared dead by th
     CHECK_THAT(conn->failure_reason(), Catch::Contains("keepalive"));
     peer.kill(SIGKILL);
     peer.wait();
+}
+
+TEST_CASE("a process exiting with several connections to vanished peers drains them within one deadline",
+          "[rdma][failure][lifecycle]") {
+    // The exit handler must not give each stuck connection its own
+    // close_drain_timeout in turn (4 x 2 s): one deadline for all.
+    constexpr int kConnections = 4;
+    Settings settings;
+    settings.close_drain_timeout = 2000ms;
+    Pipe port_pipe, silent_pipe, exiting_pipe;
+    PeerProcess exiter([&]() -> int {
+        Rendezvous rendezvous(port_pipe, settings);
+        std::vector<std::unique_ptr<Connection>> conns;
+        for (int i = 0; i < kConnections; ++i) conns.push_back(rendezvous.accept());
+        silent_pipe.recv_u32();
+        std::uint8_t data[1024];
+        fill_pattern(data, sizeof data, 5);
+        for (auto& c : conns)
+            if (c->write(data, sizeof data) != static_cast<ssize_t>(sizeof data)) return 1;
+        exiting_pipe.send_u32(1);
+        std::exit(0);  // without closing: the exit handler drains all four
+    });
+    const auto port = static_cast<std::uint16_t>(port_pipe.recv_u32());
+    std::vector<RawPeer> peers(kConnections);
+    for (auto& p : peers) REQUIRE(p.connect_and_handshake(port));
+    for (auto& p : peers) REQUIRE(p.go_silent());
+    silent_pipe.send_u32(1);
+    exiting_pipe.recv_u32();
+    const auto start = std::chrono::steady_clock::now();
+    CHECK(exiter.wait() == 0);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    INFO("the exit took " << took << " s");
+    CHECK(took >= 1.5);  // it did wait for the acknowledgements that never came
+    CHECK(took < 4.0);   // but once, not four times 2 s
 }

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include "peer_process.hpp"
 
 #include <arpa/inet.h>
@@ -79,11 +80,25 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+int ms_left(Clock::time_point deadline) {
+    return static_cast<int>(
+        std::max<std::int64_t>(0, std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count()));
+}
+
+// The waits of an embedding: the connection's own wait primitive, asked
+// for exactly the readiness the caller needs. False once `deadline` passed.
+bool wait_for(Connection& conn, short events, Clock::time_point deadline) {
+    const int left = ms_left(deadline);
+    if (left <= 0) return false;
+    return conn.wait(events, left) >= 0 || errno == EINTR;
+}
+
+// The wait of a program that polls fd() itself (the reproduction).
 bool wait_readable(Connection& conn, Clock::time_point deadline) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    const int left = ms_left(deadline);
     if (left <= 0) return false;
     pollfd p{conn.fd(), POLLIN, 0};
-    return poll(&p, 1, static_cast<int>(left)) >= 0;
+    return poll(&p, 1, left) >= 0;
 }
 
 }  // namespace
@@ -95,7 +110,7 @@ bool write_all(Connection& conn, const std::uint8_t* data, std::size_t len, std:
         if (n > 0) {
             data += n;
             len -= static_cast<std::size_t>(n);
-        } else if (errno != EAGAIN || !wait_readable(conn, deadline)) {
+        } else if (errno != EAGAIN || !wait_for(conn, POLLOUT, deadline)) {
             if (errno == EAGAIN) errno = ETIMEDOUT;
             return false;
         }
@@ -113,7 +128,7 @@ bool read_exact(Connection& conn, std::uint8_t* data, std::size_t len, std::chro
         } else if (n == 0) {
             errno = ECONNRESET;  // EOF before the expected bytes
             return false;
-        } else if (errno != EAGAIN || !wait_readable(conn, deadline)) {
+        } else if (errno != EAGAIN || !wait_for(conn, POLLIN, deadline)) {
             if (errno == EAGAIN) errno = ETIMEDOUT;
             return false;
         }
@@ -127,7 +142,7 @@ bool read_eof(Connection& conn, std::chrono::seconds limit) {
     for (;;) {
         const ssize_t n = conn.read(&byte, 1);
         if (n == 0) return true;
-        if (n > 0 || errno != EAGAIN || !wait_readable(conn, deadline)) return false;
+        if (n > 0 || errno != EAGAIN || !wait_for(conn, POLLIN, deadline)) return false;
     }
 }
 
@@ -238,7 +253,10 @@ bool exchange(Connection& conn, std::uint64_t send_len, std::uint32_t send_seed,
                 return false;
             }
         }
-        if (!moved && !wait_readable(conn, deadline)) {
+        short want = 0;
+        if (sent < send_len) want |= POLLOUT;
+        if (received < recv_len) want |= POLLIN;
+        if (!moved && !wait_for(conn, want, deadline)) {
             why = "timed out with " + std::to_string(sent) + " sent, " + std::to_string(received) + " received";
             return false;
         }

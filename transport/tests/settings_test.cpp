@@ -1,0 +1,56 @@
+// Settings are checked where a connection is created: every field that
+// could break the data path (a zero-sized buffer divides by zero, a
+// one-slot send queue never signals) is refused with a sentence.
+#include <catch2/catch.hpp>
+
+#include "transport/settings.hpp"
+
+using namespace pg_rdma::transport;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string problem_with(void (*change)(Settings&)) {
+    Settings s;
+    change(s);
+    return std::string(settings_problem(s));
+}
+
+}  // namespace
+
+TEST_CASE("the default settings are valid", "[settings]") { CHECK(settings_problem(Settings{}).empty()); }
+
+TEST_CASE("buffer sizes that would break the rings are refused", "[settings]") {
+    CHECK_THAT(problem_with([](Settings& s) { s.tx_buffer_size = 0; }), Catch::Contains("tx_buffer_size"));
+    CHECK_THAT(problem_with([](Settings& s) { s.rx_buffer_size = 0; }), Catch::Contains("rx_buffer_size"));
+    CHECK_THAT(problem_with([](Settings& s) { s.rx_buffer_size = 4096 + 1; }), Catch::Contains("multiple of 4 KiB"));
+    CHECK_THAT(problem_with([](Settings& s) { s.rx_buffer_size = 128u * 1024 * 1024; }),
+               Catch::Contains("rx_buffer_size"));
+}
+
+TEST_CASE("queue depths outside what credits and signalling need are refused", "[settings]") {
+    CHECK_THAT(problem_with([](Settings& s) { s.credits = 0; }), Catch::Contains("credits"));
+    CHECK_THAT(problem_with([](Settings& s) { s.credits = 3; }), Catch::Contains("credits"));
+    CHECK_THAT(problem_with([](Settings& s) { s.send_queue_depth = 1; }), Catch::Contains("send_queue_depth"));
+    CHECK(problem_with([](Settings& s) { s.send_queue_depth = 4; }).empty());
+}
+
+TEST_CASE("keepalive values outside the protocol's ranges or inconsistent ones are refused", "[settings]") {
+    CHECK_THAT(problem_with([](Settings& s) { s.keepalive_interval = 5ms; }), Catch::Contains("keepalive_interval"));
+    CHECK_THAT(problem_with([](Settings& s) { s.keepalive_timeout = s.keepalive_interval; }),
+               Catch::Contains("twice"));
+    CHECK_THAT(problem_with([](Settings& s) { s.keepalive_timeout = 25h; s.keepalive_max_timeout = 25h; }),
+               Catch::Contains("24 h"));
+    CHECK_THAT(problem_with([](Settings& s) { s.keepalive_min_interval = 3s; }),
+               Catch::Contains("keepalive_min_interval"));
+    CHECK_THAT(problem_with([](Settings& s) { s.keepalive_max_timeout = 1s; }),
+               Catch::Contains("keepalive_max_timeout"));
+}
+
+TEST_CASE("timeouts and spin budgets that make no sense are refused", "[settings]") {
+    CHECK_THAT(problem_with([](Settings& s) { s.connect_timeout = 0ms; }), Catch::Contains("connect_timeout"));
+    CHECK_THAT(problem_with([](Settings& s) { s.close_drain_timeout = -1ms; }), Catch::Contains("close_drain"));
+    CHECK_THAT(problem_with([](Settings& s) { s.busy_poll_max = 1s; }), Catch::Contains("busy_poll"));
+    CHECK_THAT(problem_with([](Settings& s) { s.busy_poll = 600us; }), Catch::Contains("busy_poll"));
+    CHECK(problem_with([](Settings& s) { s.busy_poll = 0us; }).empty());
+}
