@@ -1,5 +1,7 @@
 #include "transport/cm_events.hpp"
 
+#include "transport/event_set.hpp"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -12,6 +14,15 @@
 #include <fmt/format.h>
 
 namespace pg_rdma::transport {
+namespace {
+
+// Descriptors librdmacm and libibverbs open for themselves during a setup
+// (the first one opens the rdma_cm device and every verbs device; later
+// ones transient descriptors): measured with rxe, where 7 spare still
+// failed in rdma_connect without a useful errno.
+constexpr int kLibraryDescriptors = 4;
+
+}  // namespace
 
 int ms_until(SetupClock::time_point deadline) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SetupClock::now());
@@ -19,6 +30,9 @@ int ms_until(SetupClock::time_point deadline) {
 }
 
 CmChannelPtr make_cm_channel(Error& err) {
+    // Every setup starts here: check the descriptors for the whole
+    // connection, and librdmacm's own, up front.
+    if (!check_descriptor_headroom(kDescriptorsPerConnection + kLibraryDescriptors, err)) return nullptr;
     CmChannelPtr channel(rdma_create_event_channel());
     if (!channel) {
         fail_errno(err, errno != 0 ? errno : ENODEV, "rdma_create_event_channel");

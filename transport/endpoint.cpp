@@ -49,7 +49,8 @@ bool Endpoint::create_queues(Error& err) {
     pd_.reset(ibv_alloc_pd(ctx));
     if (!pd_) return fail_errno(err, errno ? errno : ENOMEM, "ibv_alloc_pd");
     comp_channel_.reset(ibv_create_comp_channel(ctx));
-    if (!comp_channel_) return fail_errno(err, errno ? errno : ENOMEM, "ibv_create_comp_channel");
+    if (!comp_channel_)
+        return fail_errno(err, errno ? errno : ENOMEM, "ibv_create_comp_channel");
     if (!set_nonblocking(comp_channel_->fd)) return fail_errno(err, errno, "fcntl(completion channel, O_NONBLOCK)");
     const int cq_size = settings_.credits + settings_.send_queue_depth;
     cq_.reset(ibv_create_cq(ctx, cq_size, nullptr, comp_channel_.get(), 0));

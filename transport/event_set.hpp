@@ -12,6 +12,12 @@
 
 namespace pg_rdma::transport {
 
+// Descriptors one connection holds besides its TCP socket: this epoll set,
+// its eventfd and timerfd, the completion channel and the rdma_cm event
+// channel. A process owning N connections needs 5 x N of them (README,
+// "Descriptors").
+inline constexpr int kDescriptorsPerConnection = 5;
+
 class FileDescriptor {
 public:
     FileDescriptor() = default;

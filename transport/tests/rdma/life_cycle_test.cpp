@@ -3,7 +3,9 @@
 // another thread inside a call while the process exits.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,9 +15,11 @@
 #include <thread>
 
 #include "idle_peer.hpp"
+#include "transport/event_set.hpp"
 #include "with_peer.hpp"
 
 using namespace pg_rdma::test;
+namespace transport = pg_rdma::transport;
 
 namespace {
 
@@ -163,4 +167,47 @@ TEST_CASE("the exit drain skips a connection another thread is inside", "[rdma][
         CHECK(conn.read(&byte, 1) == 1);
         CHECK(conn.close() == 0);
     });
+}
+
+namespace {
+
+int highest_open_fd() {
+    int highest = -1;
+    for (int fd = 0; fd < 4096; ++fd)
+        if (fcntl(fd, F_GETFD) != -1) highest = fd;
+    return highest;
+}
+
+}  // namespace
+
+TEST_CASE("a connection that cannot get its descriptors fails setup with a message naming the limit",
+          "[rdma][lifecycle]") {
+    // pgbench -c 200 in one process, say: each connection needs
+    // kDescriptorsPerConnection descriptors besides its socket. Whichever of
+    // them runs out, setup must fail cleanly and say what to raise.
+    Pipe port_pipe;
+    PeerProcess peer([&]() -> int {
+        const auto port = static_cast<std::uint16_t>(port_pipe.recv_u32());
+        int refused = 0;
+        for (int spare = 0; spare <= pg_rdma::transport::kDescriptorsPerConnection + 8; ++spare) {
+            rlimit lim{};
+            getrlimit(RLIMIT_NOFILE, &lim);
+            lim.rlim_cur = static_cast<rlim_t>(highest_open_fd() + 1 + spare);
+            setrlimit(RLIMIT_NOFILE, &lim);
+            Settings quick;
+            quick.connect_timeout = 3s;
+            std::string error;
+            auto conn = connect_to_parent(port, quick, error);
+            if (conn) break;  // enough descriptors now (the parent refuses it: wrong listener use)
+            std::fprintf(stderr, "spare %d: %s\n", spare, error.c_str());
+            if (error.find("ulimit -n") == std::string::npos) return 1;
+            ++refused;
+        }
+        return refused > 0 ? 0 : 2;
+    });
+    Rendezvous rendezvous(port_pipe, Settings{});
+    // Accept what finally gets through so the peer's last attempt completes.
+    transport::Error err;
+    auto conn = rendezvous.listener().accept(test_nonce(), nullptr, err);
+    CHECK(peer.wait() == 0);
 }
