@@ -2,10 +2,15 @@
 # run-tests.sh PLAN OUT_DIR — runs the RDMA suite inside the guest.
 #
 # regress/run-rdma-suite writes PLAN on the host (regress/lib/suite_results.py
-# over `meson introspect --tests`: one `run_test` line per test of suite
+# over `meson introspect --tests`: one `start_background` line per test also
+# in suite 'rdma-background', then one `run_test` line per other test of suite
 # 'rdma') and starts this script through regress/rxe-guest. Starting meson itself in the guest costs
 # ~13 s of Python imports over 9p under TCG; running the test binaries
 # directly costs well under a second each.
+#
+# Background tests (long, mostly sleeping) start before the others and run
+# beside them; their results are collected at the end, after the sequential
+# tests, and reported exactly like theirs.
 #
 # Results go to OUT_DIR for the host to check:
 #   results.tsv   NAME<TAB>STATUS<TAB>EXIT<TAB>SECONDS, one line per test
@@ -34,17 +39,25 @@ classify() {
   esac
 }
 
-# run_test NAME TIMEOUT_S WORKDIR CMD... (CMD is usually `env K=V... prog`)
-run_test() {
-  local name=$1 limit=$2 dir=$3 log start rc status secs
+# execute NAME TIMEOUT_S WORKDIR CMD... (CMD is usually `env K=V... prog`):
+# runs the test under timeout(1), its output to NAME.log, and prints its
+# results.tsv line.
+execute() {
+  local name=$1 limit=$2 dir=$3 start rc secs
   shift 3
-  log=$(log_name "$name")
   start=$EPOCHREALTIME
-  (cd "$dir" && exec timeout -k "$KILL_GRACE_S" "$limit" "$@") </dev/null >"$log" 2>&1
+  (cd "$dir" && exec timeout -k "$KILL_GRACE_S" "$limit" "$@") </dev/null >"$(log_name "$name")" 2>&1
   rc=$?
   secs=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }')
-  status=$(classify "$rc")
-  printf '%s\t%s\t%s\t%s\n' "$name" "$status" "$rc" "$secs" >>"$OUT/results.tsv"
+  printf '%s\t%s\t%s\t%s\n' "$name" "$(classify "$rc")" "$rc" "$secs"
+}
+
+# report LINE: records one result line of execute and prints it to the console.
+report() {
+  local name status rc secs log
+  IFS=$'\t' read -r name status rc secs <<<"$1"
+  log=$(log_name "$name")
+  printf '%s\n' "$1" >>"$OUT/results.tsv"
   ran=$((ran + 1))
   if [ "$status" = OK ]; then
     printf '%-8s %s (%ss): %s\n' "$status" "$name" "$secs" "$(tail -n 1 "$log")"
@@ -55,8 +68,42 @@ run_test() {
   fi
 }
 
+# run_test NAME TIMEOUT_S WORKDIR CMD...: runs one test now.
+run_test() {
+  report "$(execute "$@")"
+}
+
+# start_background NAME TIMEOUT_S WORKDIR CMD...: starts one test beside the
+# others; its result line waits in BG_DIR for collect_background.
+BG_DIR=$(mktemp -d)
+bg_names=() bg_pids=()
+start_background() {
+  execute "$@" >"$BG_DIR/${#bg_names[@]}" &
+  bg_pids+=($!)
+  bg_names+=("$1")
+  printf '%-8s %s (in the background, limit %ss)\n' START "$1" "$2"
+}
+
+# Waits for every background test and reports it. One whose runner died
+# before writing its line gets no results.tsv line, so run-rdma-suite's
+# "planned == reported" check fails the run.
+collect_background() {
+  local i
+  for i in "${!bg_names[@]}"; do
+    wait "${bg_pids[$i]}"
+    if [ -s "$BG_DIR/$i" ]; then
+      report "$(cat "$BG_DIR/$i")"
+    else
+      failed=$((failed + 1))
+      printf '%-8s %s: its background runner ended without a result\n' NO-RESULT "${bg_names[$i]}"
+    fi
+  done
+}
+
 : >"$OUT/results.tsv"
 # shellcheck source=/dev/null
 . "$PLAN"
+collect_background
+rm -rf "$BG_DIR"
 echo "$ran" >"$OUT/done"
 [ "$failed" = 0 ]

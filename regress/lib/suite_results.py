@@ -2,9 +2,10 @@
 """Test plan and result files for regress/run-rdma-suite (host side only).
 
   plan SUITE BUILD OUT_DIR [NAME...] < introspect.json
-      Writes OUT_DIR/plan.sh (one `run_test` line per test of SUITE, read by
-      guest/run-tests.sh) and OUT_DIR/planned.txt (the names); prints
-      "COUNT TOTAL_TIMEOUT_S".
+      Writes OUT_DIR/plan.sh (read by guest/run-tests.sh: first one
+      `start_background` line per test also in suite SUITE-background, then
+      one `run_test` line per other test of SUITE) and OUT_DIR/planned.txt
+      (all their names); prints "COUNT TOTAL_TIMEOUT_S BACKGROUND_COUNT".
   to-meson OUT_DIR TESTLOG
       Writes results.tsv as meson's testlog.json (JSON lines), so callers that
       read meson's log (scripts/test) see the guest's results. A planned test
@@ -28,11 +29,11 @@ def in_suite(test, suite):
     return any(s == suite or s.endswith(":" + suite) for s in test["suite"])
 
 
-def plan_line(test, build):
+def plan_line(verb, test, build):
     env = dict(test["env"])
     # meson test sets this too: it makes uses of uninitialised heap visible.
     env.setdefault("MALLOC_PERTURB_", str(random.randint(1, 255)))
-    argv = ["run_test", test["name"], str(int(test["timeout"] or 0)), test["workdir"] or build, "env"]
+    argv = [verb, test["name"], str(int(test["timeout"] or 0)), test["workdir"] or build, "env"]
     argv += [f"{k}={v}" for k, v in sorted(env.items())] + test["cmd"]
     return " ".join(shlex.quote(a) for a in argv)
 
@@ -40,12 +41,16 @@ def plan_line(test, build):
 def cmd_plan(suite, build, out, names):
     tests = [t for t in json.load(sys.stdin)
              if in_suite(t, suite) and (not names or t["name"] in names)]
+    # Tests also in SUITE-background start first and run beside the others.
+    background = [t for t in tests if in_suite(t, suite + "-background")]
+    sequential = [t for t in tests if t not in background]
     out = Path(out)
     lines = ["# written by regress/run-rdma-suite from meson introspect --tests"]
-    lines += [plan_line(t, build) for t in tests]
+    lines += [plan_line("start_background", t, build) for t in background]
+    lines += [plan_line("run_test", t, build) for t in sequential]
     (out / "plan.sh").write_text("\n".join(lines) + "\n")
     (out / "planned.txt").write_text("".join(t["name"] + "\n" for t in tests))
-    print(len(tests), sum(int(t["timeout"] or 0) for t in tests))
+    print(len(tests), sum(int(t["timeout"] or 0) for t in tests), len(background))
 
 
 def read_results(out):

@@ -22,7 +22,9 @@ for line in open(sys.argv[1]):
         ok += 1
     else:
         bad += 1
-        names.append(f'{r.get("name")}={r.get("result")}')
+        # One word per failure: the shell splits this list on spaces, and
+        # meson's names have some ("pg_rdma:unit / protocol_nonce").
+        names.append(f'{r.get("name")}={r.get("result")}'.replace(" ", ""))
 print(ok, bad, " ".join(names))
 PY
 )
