@@ -165,6 +165,18 @@ int Endpoint::poll(std::span<ibv_wc> out) {
     return ibv_poll_cq(cq_.get(), static_cast<int>(out.size()), out.data());
 }
 
+bool Endpoint::take_peer_gone_event() {
+    bool gone = false;
+    rdma_cm_event* raw = nullptr;
+    while (rdma_get_cm_event(cm_channel_.get(), &raw) == 0) {
+        const CmEventPtr event(raw);
+        if (event->event == RDMA_CM_EVENT_DISCONNECTED || event->event == RDMA_CM_EVENT_DEVICE_REMOVAL) gone = true;
+    }
+    return gone;
+}
+
+void Endpoint::disconnect() { rdma_disconnect(id_.get()); }
+
 bool Endpoint::rearm() {
     unsigned events = 0;
     ibv_cq* cq = nullptr;

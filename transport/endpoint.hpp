@@ -1,6 +1,6 @@
 // The verbs resources of one connection and the work requests posted on
-// them. No stream logic lives here: Endpoint posts and polls, StreamState
-// (stream_state.hpp) decides what to post.
+// them: the real Link (link.hpp). No stream logic lives here: Endpoint posts
+// and polls, Stream decides what to post.
 //
 // Memory layout (two registrations, so only the RX ring is remotely writable):
 //   rx_ring_  LOCAL_WRITE | REMOTE_WRITE, rx_buffer_size bytes: the peer's
@@ -15,6 +15,7 @@
 #include <span>
 
 #include "protocol/control.hpp"
+#include "transport/link.hpp"
 #include "transport/error.hpp"
 #include "transport/pinned_buffer.hpp"
 #include "transport/settings.hpp"
@@ -22,10 +23,7 @@
 
 namespace pg_rdma::transport {
 
-// Bits of wr_id: receive WRs carry their slot, send WRs their sequence number.
-inline constexpr std::uint64_t kRecvWrFlag = 1ull << 63;
-
-class Endpoint {
+class Endpoint final : public Link {
 public:
     // Takes an id whose route is resolved (active side) or that came with a
     // CONNECT_REQUEST (passive side), with the event channel it reports to.
@@ -33,43 +31,44 @@ public:
     // rdma_accept. Checks RLIMIT_MEMLOCK first.
     static std::unique_ptr<Endpoint> create(CmChannelPtr channel, CmIdPtr id,
                                             const Settings& settings, Error& err);
-    ~Endpoint();
-    Endpoint(const Endpoint&) = delete;
-    Endpoint& operator=(const Endpoint&) = delete;
+    ~Endpoint() override;
 
     // Pinned bytes a connection with these settings needs.
     static std::size_t pinned_bytes(const Settings& settings);
 
-    bool post_recv(std::uint32_t slot);
+    bool post_recv(std::uint32_t slot) override;
     bool post_write_imm(std::uint32_t staging_offset, std::uint32_t len, std::uint64_t remote_addr,
-                        std::uint32_t rkey, std::uint32_t imm, std::uint64_t wr_id, bool signalled);
+                        std::uint32_t rkey, std::uint32_t imm, std::uint64_t wr_id, bool signalled) override;
     bool post_control(std::uint32_t slot, const protocol::ControlBytes& bytes, std::uint64_t wr_id,
-                      bool signalled);
+                      bool signalled) override;
     // A liveness probe: a signalled zero-length RDMA WRITE (no immediate) to
     // the peer's ring. It consumes no receive WR and no credit, and the
     // peer's RDMA device acknowledges it without the peer process running,
     // so a live peer that does not call in still proves itself alive, while
     // a vanished host leaves it unacknowledged (C9-88: a zero-length write
     // touches no memory).
-    bool post_probe(std::uint64_t remote_addr, std::uint32_t rkey, std::uint64_t wr_id);
+    bool post_probe(std::uint64_t remote_addr, std::uint32_t rkey, std::uint64_t wr_id) override;
 
     // Non-blocking: returns how many completions were written into `out`.
-    int poll(std::span<ibv_wc> out);
+    int poll(std::span<ibv_wc> out) override;
     // Consumes completion-channel events and re-arms the CQ. Call poll()
     // again afterwards: completions that raced with the re-arm are there.
     // The CQ stays armed until its event fires, so this is only needed once
     // the completion fd turned readable.
-    bool rearm();
+    bool rearm() override;
 
     [[nodiscard]] rdma_cm_id* id() const { return id_.get(); }
     [[nodiscard]] rdma_event_channel* cm_channel() const { return cm_channel_.get(); }
-    [[nodiscard]] int completion_fd() const { return comp_channel_->fd; }
+    [[nodiscard]] int completion_fd() const override { return comp_channel_->fd; }
+    [[nodiscard]] int event_fd() const override { return cm_channel_->fd; }
+    bool take_peer_gone_event() override;
+    void disconnect() override;
 
-    [[nodiscard]] std::uint8_t* rx_ring() const { return rx_ring_.data(); }
-    [[nodiscard]] std::uint8_t* staging() const { return local_.data(); }
-    [[nodiscard]] const std::uint8_t* control_rx_slot(std::uint32_t slot) const;
-    [[nodiscard]] protocol::XferMemory rx_ring_announcement() const;
-    [[nodiscard]] const Settings& settings() const { return settings_; }
+    [[nodiscard]] std::uint8_t* rx_ring() const override { return rx_ring_.data(); }
+    [[nodiscard]] std::uint8_t* staging() const override { return local_.data(); }
+    [[nodiscard]] const std::uint8_t* control_rx_slot(std::uint32_t slot) const override;
+    [[nodiscard]] protocol::XferMemory rx_ring_announcement() const override;
+    [[nodiscard]] const Settings& settings() const override { return settings_; }
 
 private:
     explicit Endpoint(const Settings& settings) : settings_(settings) {}

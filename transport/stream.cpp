@@ -10,9 +10,9 @@
 
 namespace pg_rdma::transport {
 
-Stream::Stream(std::unique_ptr<Endpoint> endpoint)
-    : endpoint_(std::move(endpoint)),
-      settings_(endpoint_->settings()),
+Stream::Stream(std::unique_ptr<Link> link)
+    : link_(std::move(link)),
+      settings_(link_->settings()),
       rx_(settings_.rx_buffer_size),
       staging_(settings_.tx_buffer_size),
       sq_(settings_.send_queue_depth),
@@ -42,7 +42,7 @@ ssize_t Stream::read(void* buf, std::size_t len) {
     while (copied < len && rx_.unread() > 0) {
         const auto piece = static_cast<std::uint32_t>(
             std::min<std::size_t>(len - copied, rx_.contiguous_unread()));
-        std::memcpy(out + copied, endpoint_->rx_ring() + rx_.read_offset(), piece);
+        std::memcpy(out + copied, link_->rx_ring() + rx_.read_offset(), piece);
         rx_.consume(piece);
         copied += piece;
     }
@@ -139,7 +139,7 @@ bool Stream::drain_done() {
 
 void Stream::end_close() {
     if (closed_) return;
-    rdma_disconnect(endpoint_->id());
+    link_->disconnect();
     closed_ = true;
 }
 

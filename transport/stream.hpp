@@ -1,4 +1,4 @@
-// The engine behind Connection: the byte stream protocol over an Endpoint.
+// The engine behind Connection: the byte stream protocol over a Link (link.hpp).
 //
 //   stream.cpp            read / write / shutdown / close
 //   stream_datapath.cpp   completions, control messages, posting
@@ -24,7 +24,8 @@
 #include "transport/connection.hpp"
 #include "transport/adaptive_spin.hpp"
 #include "transport/credits.hpp"
-#include "transport/endpoint.hpp"
+#include "transport/error.hpp"
+#include "transport/link.hpp"
 #include "transport/event_set.hpp"
 #include "transport/keepalive.hpp"
 #include "transport/rx_ring.hpp"
@@ -45,11 +46,11 @@ public:
     // Failed. The caller owns the deadline: abandon_handshake() and dropping
     // the stream give up at any step and release everything.
     enum class SetupStep { InProgress, Done, Failed };
-    static std::unique_ptr<Stream> start(std::unique_ptr<Endpoint> endpoint, Role role, Error& err);
+    static std::unique_ptr<Stream> start(std::unique_ptr<Link> link, Role role, Error& err);
     SetupStep handshake_step(Error& err);
     void abandon_handshake(const char* why);
     // Blocking convenience over the steps above, bounded by `deadline`.
-    static std::unique_ptr<Stream> establish(std::unique_ptr<Endpoint> endpoint, Role role,
+    static std::unique_ptr<Stream> establish(std::unique_ptr<Link> link, Role role,
                                              Clock::time_point deadline, Error& err);
     ~Stream();
 
@@ -83,7 +84,7 @@ public:
     [[nodiscard]] const std::string& failure_reason() const { return failure_reason_; }
 
 private:
-    explicit Stream(std::unique_ptr<Endpoint> endpoint);
+    explicit Stream(std::unique_ptr<Link> link);
 
     // --- handshake (stream_handshake.cpp)
     // Each side moves through these phases; messages out of turn are EPROTO.
@@ -137,7 +138,7 @@ private:
     // Sleeps on fd() for at most `timeout` (a setup wait).
     void sleep(Millis timeout) { sleep_for(0, timeout); }
 
-    std::unique_ptr<Endpoint> endpoint_;
+    std::unique_ptr<Link> link_;
     EventSet events_;
     Settings settings_;
 
@@ -166,7 +167,7 @@ private:
     int error_ = 0;                  // sticky errno once the connection failed
     bool peer_disconnected_ = false; // the peer closed and then disconnected
     bool write_blocked_ = false;     // a write saw EAGAIN; fd() also signals POLLOUT
-    bool cq_armed_ = true;           // Endpoint::create armed it; its event not seen yet
+    bool cq_armed_ = true;           // the Link comes armed; its event not seen yet
     short interest_ = POLLIN;        // what fd() signals (set_interest)
     std::optional<short> sleeping_for_;  // inside sleep_for(): fd() signals only this
     bool credit_update_pending_ = false;

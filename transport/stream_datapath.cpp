@@ -36,7 +36,7 @@ void Stream::fail(int code) {
     error_ = code;
     // Tell the peer now rather than at close: a protocol violation or a dead
     // keepalive ends the connection for both sides.
-    if (code != ECONNRESET) rdma_disconnect(endpoint_->id());
+    if (code != ECONNRESET) link_->disconnect();
 }
 
 bool Stream::protocol_error(std::string_view why) {
@@ -67,7 +67,7 @@ bool Stream::progress() {
     if ((pending & EventSet::kTick) != 0 && events_.take_tick()) handle_keepalive_tick();
     if ((pending & EventSet::kCm) != 0) handle_cm_events();
     if ((pending & EventSet::kCompletion) != 0 || !cq_armed_) {
-        cq_armed_ = endpoint_->rearm();
+        cq_armed_ = link_->rearm();
         if (!cq_armed_ && error_ == 0) fail(errno);
         poll_completions();  // what raced with the re-arm
     }
@@ -80,7 +80,7 @@ bool Stream::poll_completions() {
     std::array<ibv_wc, kPollBatch> wcs;  // filled by ibv_poll_cq; no need to clear it on the hot path
     int n = kPollBatch;
     while (n == kPollBatch && error_ == 0) {
-        n = endpoint_->poll(wcs);
+        n = link_->poll(wcs);
         if (n < 0) {
             fail(EIO);
             break;
@@ -116,13 +116,13 @@ bool Stream::handle_receive(const ibv_wc& wc) {
     if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
         if (!handle_data(ntohl(wc.imm_data))) return false;
     } else if (wc.opcode == IBV_WC_RECV && wc.byte_len == protocol::kControlMessageSize) {
-        const auto decoded = protocol::decode_control({endpoint_->control_rx_slot(slot), wc.byte_len});
+        const auto decoded = protocol::decode_control({link_->control_rx_slot(slot), wc.byte_len});
         if (!decoded.is_ok()) return protocol_error(decoded.error);
         control = decoded.value;  // copied out: the slot is reposted next
     } else {
         return protocol_error("the peer sent a message of unexpected type or size");
     }
-    if (!endpoint_->post_recv(slot)) {
+    if (!link_->post_recv(slot)) {
         fail(errno);
         return false;
     }
@@ -174,13 +174,9 @@ bool Stream::handle_peer_close(const protocol::CloseMessage& msg) {
 }
 
 void Stream::handle_cm_events() {
-    rdma_cm_event* raw = nullptr;
-    while (rdma_get_cm_event(endpoint_->cm_channel(), &raw) == 0) {
-        const CmEventPtr event(raw);
-        if (event->event == RDMA_CM_EVENT_DISCONNECTED || event->event == RDMA_CM_EVENT_DEVICE_REMOVAL) {
-            poll_completions();  // a Close may have landed just before
-            on_peer_gone();
-        }
+    if (link_->take_peer_gone_event()) {
+        poll_completions();  // a Close may have landed just before
+        on_peer_gone();
     }
 }
 
@@ -214,7 +210,7 @@ bool Stream::send_probe() {
     // application would have to give back (see Endpoint::post_probe).
     if (!sq_.has_room()) return false;
     const std::uint64_t seq = sq_.next_seq();
-    if (!endpoint_->post_probe(peer_ring_addr_, peer_ring_rkey_, seq)) {
+    if (!link_->post_probe(peer_ring_addr_, peer_ring_rkey_, seq)) {
         fail(errno);
         return false;
     }
@@ -227,7 +223,7 @@ bool Stream::send_control(const protocol::ControlMessage& msg, bool force_signal
     if (!sq_.has_room() || !send_credits_.can_send_control()) return false;
     const std::uint64_t seq = sq_.next_seq();
     const bool signalled = sq_.must_signal(force_signal);
-    if (!endpoint_->post_control(sq_.slot(seq), protocol::encode_control(msg, version_), seq, signalled)) {
+    if (!link_->post_control(sq_.slot(seq), protocol::encode_control(msg, version_), seq, signalled)) {
         fail(errno);
         return false;
     }
@@ -264,12 +260,12 @@ std::uint32_t Stream::post_data(const std::uint8_t* src, std::uint32_t len) {
         staging_.contiguous_free(std::min({len, kMaxWriteBytes, peer_.writable_contiguous()}));
     if (chunk == 0) return 0;
     const std::uint32_t offset = staging_.offset();
-    std::memcpy(endpoint_->staging() + offset, src, chunk);
+    std::memcpy(link_->staging() + offset, src, chunk);
     staging_.fill(chunk);
     const std::uint64_t seq = sq_.next_seq();
     // Past half the staging buffer, ask for a completion so it frees up.
     const bool signalled = sq_.must_signal(staging_.in_use() > staging_.size() / 2);
-    if (!endpoint_->post_write_imm(offset, chunk, peer_ring_addr_ + peer_.write_offset(), peer_ring_rkey_,
+    if (!link_->post_write_imm(offset, chunk, peer_ring_addr_ + peer_.write_offset(), peer_ring_rkey_,
                                    chunk, seq, signalled)) {
         fail(errno);
         return 0;

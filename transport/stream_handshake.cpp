@@ -29,9 +29,9 @@ Millis until(Stream::Clock::time_point deadline) {
 
 }  // namespace
 
-std::unique_ptr<Stream> Stream::start(std::unique_ptr<Endpoint> endpoint, Role role, Error& err) {
-    std::unique_ptr<Stream> s(new Stream(std::move(endpoint)));
-    if (!s->events_.init(s->endpoint_->completion_fd(), s->endpoint_->cm_channel()->fd,
+std::unique_ptr<Stream> Stream::start(std::unique_ptr<Link> link, Role role, Error& err) {
+    std::unique_ptr<Stream> s(new Stream(std::move(link)));
+    if (!s->events_.init(s->link_->completion_fd(), s->link_->event_fd(),
                          tick_for(s->settings_.keepalive_interval), err))
         return nullptr;
     s->phase_ = role == Role::Active ? Phase::AwaitAgreement : Phase::AwaitOffer;
@@ -62,9 +62,9 @@ void Stream::abandon_handshake(const char* why) {
     fail(ETIMEDOUT);
 }
 
-std::unique_ptr<Stream> Stream::establish(std::unique_ptr<Endpoint> endpoint, Role role,
+std::unique_ptr<Stream> Stream::establish(std::unique_ptr<Link> link, Role role,
                                           Clock::time_point deadline, Error& err) {
-    auto s = start(std::move(endpoint), role, err);
+    auto s = start(std::move(link), role, err);
     if (!s) return nullptr;
     for (;;) {
         switch (s->handshake_step(err)) {
@@ -130,7 +130,7 @@ bool Stream::apply_agreement(const protocol::FeatureAgreement& agreed, std::uint
     events_.set_tick(keepalive_agreed() ? tick_for(interval) : Millis{0});
     stats_.peer_rx_buffer_size = peer_.size();
     phase_ = Phase::AwaitRing;
-    return send_control(endpoint_->rx_ring_announcement(), false);
+    return send_control(link_->rx_ring_announcement(), false);
 }
 
 bool Stream::on_peer_ring(const protocol::XferMemory& ring) {

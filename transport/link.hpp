@@ -1,0 +1,63 @@
+// What Stream needs from the connection underneath it: post work requests,
+// reap completions, and learn that the peer went away. Endpoint is the real
+// one (verbs and rdma_cm); tests/fake_link.hpp is an in-memory pair, so
+// Stream's own logic (handshake, flow control, liveness, readiness, drain)
+// is unit tested on machines without RDMA.
+//
+// Semantics every implementation keeps, as RC verbs do:
+//   - a message (SEND or WRITE WITH IMM) consumes one posted receive at the
+//     peer and completes there with that receive's wr_id (kRecvWrFlag | slot);
+//   - a signalled send completes locally once the peer's device acknowledged
+//     it, in posting order, whether or not the peer's process runs;
+//   - a zero-length RDMA WRITE (post_probe) consumes nothing at the peer;
+//   - completion_fd() turns readable once after rearm() when a completion
+//     arrives; event_fd() when a connection event (disconnect) waits.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <span>
+
+#include "protocol/control.hpp"
+#include "transport/settings.hpp"
+
+namespace pg_rdma::transport {
+
+// Bits of wr_id: receive WRs carry their slot, send WRs their sequence number.
+inline constexpr std::uint64_t kRecvWrFlag = 1ull << 63;
+
+class Link {
+public:
+    virtual ~Link() = default;
+    Link() = default;
+    Link(const Link&) = delete;
+    Link& operator=(const Link&) = delete;
+
+    virtual bool post_recv(std::uint32_t slot) = 0;
+    virtual bool post_write_imm(std::uint32_t staging_offset, std::uint32_t len, std::uint64_t remote_addr,
+                                std::uint32_t rkey, std::uint32_t imm, std::uint64_t wr_id, bool signalled) = 0;
+    virtual bool post_control(std::uint32_t slot, const protocol::ControlBytes& bytes, std::uint64_t wr_id,
+                              bool signalled) = 0;
+    virtual bool post_probe(std::uint64_t remote_addr, std::uint32_t rkey, std::uint64_t wr_id) = 0;
+
+    // Non-blocking: how many completions were written into `out`, -1 on error.
+    virtual int poll(std::span<ibv_wc> out) = 0;
+    // Consumes the completion fd's events and re-arms; poll() again after.
+    virtual bool rearm() = 0;
+    [[nodiscard]] virtual int completion_fd() const = 0;
+    [[nodiscard]] virtual int event_fd() const = 0;
+    // Consumes waiting connection events; true if one says the peer is gone
+    // (disconnected, or the device went away).
+    virtual bool take_peer_gone_event() = 0;
+    // Starts the disconnect (the peer sees it as an event).
+    virtual void disconnect() = 0;
+
+    [[nodiscard]] virtual std::uint8_t* rx_ring() const = 0;
+    [[nodiscard]] virtual std::uint8_t* staging() const = 0;
+    [[nodiscard]] virtual const std::uint8_t* control_rx_slot(std::uint32_t slot) const = 0;
+    [[nodiscard]] virtual protocol::XferMemory rx_ring_announcement() const = 0;
+    [[nodiscard]] virtual const Settings& settings() const = 0;
+};
+
+}  // namespace pg_rdma::transport

@@ -1,0 +1,95 @@
+// An in-memory pair of Links for host unit tests of Stream (link.hpp states
+// the semantics kept). The two ends share a FakeWire; what the RDMA device
+// would do happens at once, inside the post call, whether or not the other
+// end's Stream ever runs: that is exactly the property liveness depends on.
+//
+// The wire can fail the way networks and peers do:
+//   cut()        the peer's host vanished: nothing is delivered or
+//                acknowledged any more, and nobody is told
+//   disconnect   (Link::disconnect from either end) both ends get a
+//                peer-gone event, as rdma_cm's DISCONNECTED
+// Pure userspace: the "completion channel" and "cm channel" are eventfds.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "transport/event_set.hpp"
+#include "transport/link.hpp"
+
+namespace pg_rdma::test {
+
+using transport::Link;
+using transport::Settings;
+
+struct FakeWire;
+
+class FakeLink final : public Link {
+public:
+    FakeLink(std::shared_ptr<FakeWire> wire, int side, const Settings& settings);
+    ~FakeLink() override;
+
+    bool post_recv(std::uint32_t slot) override;
+    bool post_write_imm(std::uint32_t staging_offset, std::uint32_t len, std::uint64_t remote_addr,
+                        std::uint32_t rkey, std::uint32_t imm, std::uint64_t wr_id, bool signalled) override;
+    bool post_control(std::uint32_t slot, const protocol::ControlBytes& bytes, std::uint64_t wr_id,
+                      bool signalled) override;
+    bool post_probe(std::uint64_t remote_addr, std::uint32_t rkey, std::uint64_t wr_id) override;
+    int poll(std::span<ibv_wc> out) override;
+    bool rearm() override;
+    [[nodiscard]] int completion_fd() const override { return completion_fd_.get(); }
+    [[nodiscard]] int event_fd() const override { return event_fd_.get(); }
+    bool take_peer_gone_event() override;
+    void disconnect() override;
+
+    [[nodiscard]] std::uint8_t* rx_ring() const override { return rx_ring_.get(); }
+    [[nodiscard]] std::uint8_t* staging() const override { return local_.get(); }
+    [[nodiscard]] const std::uint8_t* control_rx_slot(std::uint32_t slot) const override;
+    [[nodiscard]] protocol::XferMemory rx_ring_announcement() const override;
+    [[nodiscard]] const Settings& settings() const override { return settings_; }
+
+    // Counters a test can check.
+    [[nodiscard]] std::uint64_t probes_posted() const { return probes_posted_; }
+    [[nodiscard]] std::size_t receives_posted() const { return posted_recvs_.size(); }
+
+private:
+    friend struct FakeWire;
+    FakeLink* peer() const;
+    void complete(const ibv_wc& wc);  // adds a completion, signals when armed
+    ibv_wc* take_receive(std::uint32_t& slot);
+    bool send(std::uint64_t wr_id, bool signalled, ibv_wc_opcode opcode, bool consumes_receive,
+              const std::uint8_t* data, std::uint32_t len, std::uint32_t imm, std::uint64_t remote_addr,
+              std::uint32_t rkey);
+
+    std::shared_ptr<FakeWire> wire_;
+    int side_;
+    Settings settings_;
+    std::unique_ptr<std::uint8_t[]> rx_ring_;
+    std::unique_ptr<std::uint8_t[]> local_;  // staging, then control RX slots
+    std::uint32_t rkey_;
+    std::deque<std::uint32_t> posted_recvs_;
+    std::deque<ibv_wc> cq_;
+    bool armed_ = true;
+    bool gone_event_ = false;
+    std::uint64_t probes_posted_ = 0;
+    transport::FileDescriptor completion_fd_;  // eventfd
+    transport::FileDescriptor event_fd_;       // eventfd
+};
+
+struct FakeWire {
+    std::array<FakeLink*, 2> ends{nullptr, nullptr};
+    bool cut = false;           // the host vanished: drop everything silently
+    bool disconnected = false;  // rdma_disconnect happened
+};
+
+// Two connected fake links.
+struct FakePair {
+    std::shared_ptr<FakeWire> wire = std::make_shared<FakeWire>();
+    std::unique_ptr<FakeLink> a, b;
+    explicit FakePair(const Settings& sa = Settings{}, const Settings& sb = Settings{});
+};
+
+}  // namespace pg_rdma::test

@@ -1,0 +1,226 @@
+// Stream's own logic over an in-memory Link pair (fake_link.hpp), on the
+// host: handshake, flow control, liveness, readiness and the close drain.
+// The guest suites (tests/rdma) check the same against real verbs.
+#include <catch2/catch.hpp>
+
+#include <poll.h>
+#include <sys/resource.h>
+
+#include <chrono>
+#include <vector>
+
+#include "fake_link.hpp"
+#include "transport/stream.hpp"
+
+using namespace pg_rdma::test;
+using namespace std::chrono_literals;
+using pg_rdma::transport::Error;
+using pg_rdma::transport::Role;
+using pg_rdma::transport::Stream;
+
+namespace {
+
+struct Streams {
+    FakePair pair;
+    FakeLink* link_a;
+    FakeLink* link_b;
+    std::unique_ptr<Stream> a, b;
+};
+
+// Both ends through the whole handshake, stepped alternately in this thread.
+std::unique_ptr<Streams> establish(const Settings& sa = Settings{}, const Settings& sb = Settings{}) {
+    auto s = std::make_unique<Streams>(Streams{FakePair(sa, sb), nullptr, nullptr, nullptr, nullptr});
+    s->link_a = s->pair.a.get();
+    s->link_b = s->pair.b.get();
+    Error err;
+    s->a = Stream::start(std::move(s->pair.a), Role::Active, err);
+    REQUIRE(s->a);
+    s->b = Stream::start(std::move(s->pair.b), Role::Passive, err);
+    REQUIRE(s->b);
+    auto done_a = Stream::SetupStep::InProgress, done_b = Stream::SetupStep::InProgress;
+    for (int i = 0; i < 100 && (done_a != Stream::SetupStep::Done || done_b != Stream::SetupStep::Done); ++i) {
+        if (done_a != Stream::SetupStep::Done) done_a = s->a->handshake_step(err);
+        if (done_b != Stream::SetupStep::Done) done_b = s->b->handshake_step(err);
+        INFO(err.message);
+        REQUIRE(done_a != Stream::SetupStep::Failed);
+        REQUIRE(done_b != Stream::SetupStep::Failed);
+    }
+    REQUIRE(done_a == Stream::SetupStep::Done);
+    REQUIRE(done_b == Stream::SetupStep::Done);
+    return s;
+}
+
+Settings small_rings() {
+    Settings s;
+    s.rx_buffer_size = 16 * 1024;
+    s.tx_buffer_size = 8 * 1024;
+    s.credits = 8;
+    s.send_queue_depth = 8;
+    return s;
+}
+
+Settings fast_keepalive() {
+    Settings s;
+    s.keepalive_interval = 100ms;
+    s.keepalive_timeout = 1000ms;
+    s.keepalive_min_interval = 100ms;
+    return s;
+}
+
+double cpu_seconds() {
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+std::uint8_t pattern(std::uint64_t i) { return static_cast<std::uint8_t>((i * 2654435761u) >> 24); }
+
+ssize_t write_bytes(Stream& s, const void* data, std::size_t len) {
+    const iovec one{const_cast<void*>(data), len};
+    return s.writev(&one, 1);
+}
+
+// Moves `total` pattern bytes from `from` to `to`, both driven here.
+void pump(Stream& from, Stream& to, std::uint64_t total) {
+    std::vector<std::uint8_t> out(3000), in(5000);  // odd sizes: pieces straddle the ring's end
+    std::uint64_t sent = 0, received = 0;
+    for (int rounds = 0; received < total; ++rounds) {
+        REQUIRE(rounds < 100'000);
+        while (sent < total) {
+            const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(out.size(), total - sent));
+            for (std::size_t i = 0; i < n; ++i) out[i] = pattern(sent + i);
+            const ssize_t w = write_bytes(from, out.data(), n);
+            if (w < 0) {
+                REQUIRE(errno == EAGAIN);
+                break;
+            }
+            sent += static_cast<std::uint64_t>(w);
+        }
+        for (;;) {
+            const ssize_t r = to.read(in.data(), in.size());
+            if (r < 0) {
+                REQUIRE(errno == EAGAIN);
+                break;
+            }
+            REQUIRE(r > 0);
+            for (ssize_t i = 0; i < r; ++i) REQUIRE(in[static_cast<std::size_t>(i)] == pattern(received + static_cast<std::uint64_t>(i)));
+            received += static_cast<std::uint64_t>(r);
+        }
+    }
+}
+
+}  // namespace
+
+TEST_CASE("the handshake agrees on version and features and both ends are established", "[stream]") {
+    auto s = establish();
+    CHECK(s->a->stats().protocol_version == pg_rdma::protocol::kMaxProtocolVersion);
+    CHECK((s->a->stats().features & pg_rdma::protocol::feature::kKeepalive) != 0);
+    CHECK(s->a->stats().features == s->b->stats().features);
+    CHECK(s->a->stats().peer_rx_buffer_size == Settings{}.rx_buffer_size);
+    CHECK(s->a->poll_events(POLLOUT) == POLLOUT);
+    CHECK(s->a->poll_events(POLLIN) == 0);
+}
+
+TEST_CASE("bytes arrive in order across ring wraps, credit updates and both directions", "[stream]") {
+    auto s = establish(small_rings(), small_rings());
+    pump(*s->a, *s->b, 1 << 20);  // 64 rings' worth
+    pump(*s->b, *s->a, 300'000);
+    CHECK(s->a->stats().write_blocked > 0);  // the small ring did push back
+    CHECK(s->a->stats().control_received > 10);  // and credit updates came
+}
+
+TEST_CASE("a peer whose stream never runs is not declared dead, and works when it runs again", "[stream][liveness]") {
+    auto s = establish(fast_keepalive(), fast_keepalive());
+    // b is never called for 3.5 timeouts; a waits for input all along.
+    const auto start = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - start < 3500ms) CHECK(s->a->wait(POLLIN, 200ms) == 0);
+    CHECK(s->a->poll_events(0) == 0);  // no POLLERR/POLLHUP
+    CHECK(s->link_a->probes_posted() > 10);
+    CHECK(s->link_b->receives_posted() == Settings{}.credits);  // probes took no receive from b
+    pump(*s->a, *s->b, 100'000);
+    pump(*s->b, *s->a, 100'000);
+}
+
+TEST_CASE("a peer whose host vanished is declared dead within the keepalive timeout", "[stream][liveness]") {
+    auto s = establish(fast_keepalive(), fast_keepalive());
+    s->pair.wire->cut = true;
+    const auto start = std::chrono::steady_clock::now();
+    int ev = 0;
+    while (ev == 0 && std::chrono::steady_clock::now() - start < 5s) ev = s->a->wait(POLLIN, 100ms);
+    CHECK((ev & (POLLERR | POLLHUP)) == (POLLERR | POLLHUP));
+    CHECK(std::chrono::steady_clock::now() - start < 2500ms);
+    std::uint8_t byte = 0;
+    CHECK(s->a->read(&byte, 1) == -1);
+    CHECK(errno == ETIMEDOUT);
+    CHECK_THAT(s->a->failure_reason(), Catch::Contains("keepalive"));
+}
+
+TEST_CASE("a writer waiting for room sleeps despite unread input, and wakes when room frees", "[stream][readiness]") {
+    auto s = establish(small_rings(), small_rings());
+    REQUIRE(write_bytes(*s->b, "ping", 4) == 4);
+    REQUIRE((s->a->wait(POLLIN, 1000ms) & POLLIN) != 0);  // left unread
+    std::vector<std::uint8_t> data(4096);
+    while (write_bytes(*s->a, data.data(), data.size()) > 0) {
+    }
+    REQUIRE(errno == EAGAIN);
+    const double cpu = cpu_seconds();
+    const auto start = std::chrono::steady_clock::now();
+    CHECK(s->a->wait(POLLOUT, 300ms) == 0);  // b never read: no room, no wakeup
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    CHECK(wall >= 0.29);
+    CHECK(cpu_seconds() - cpu < 0.5 * wall);
+    std::vector<std::uint8_t> sink(1 << 20);
+    while (s->b->read(sink.data(), sink.size()) > 0) {
+    }
+    CHECK((s->a->wait(POLLOUT, 1000ms) & POLLOUT) != 0);
+}
+
+TEST_CASE("a zero-length write returns 0, and after shutdown the peer sees POLLRDHUP and then EOF", "[stream][readiness]") {
+    auto s = establish();
+    CHECK(write_bytes(*s->a, "", 0) == 0);
+    REQUIRE(write_bytes(*s->a, "bye", 3) == 3);
+    REQUIRE(s->a->shutdown_write() == 0);
+    CHECK(write_bytes(*s->a, "x", 1) == -1);
+    CHECK(errno == EPIPE);
+    const int ev = s->b->wait(POLLRDHUP, 1000ms);
+    CHECK((ev & POLLRDHUP) != 0);
+    CHECK((s->b->poll_events(POLLIN) & POLLIN) != 0);
+    char buf[8];
+    CHECK(s->b->read(buf, sizeof buf) == 3);
+    CHECK(s->b->read(buf, sizeof buf) == 0);
+}
+
+TEST_CASE("close returns 0 once the peer acknowledged everything, and -1 when bytes may be lost", "[stream][close]") {
+    Settings quick;
+    quick.close_drain_timeout = 300ms;
+    {
+        auto s = establish(quick, quick);
+        REQUIRE(write_bytes(*s->a, "data", 4) == 4);
+        CHECK(s->a->close() == 0);
+        char buf[8];
+        CHECK(s->b->read(buf, sizeof buf) == 4);
+        CHECK(s->b->read(buf, sizeof buf) == 0);
+        CHECK((s->b->poll_events(0) & POLLHUP) != 0);  // closed and disconnected
+    }
+    {
+        auto s = establish(quick, quick);
+        s->pair.wire->cut = true;
+        REQUIRE(write_bytes(*s->a, "data", 4) == 4);
+        const double cpu = cpu_seconds();
+        CHECK(s->a->close() == -1);
+        CHECK(errno == ETIMEDOUT);
+        CHECK(cpu_seconds() - cpu < 0.15);  // the drain slept; it did not spin
+    }
+}
+
+TEST_CASE("a peer that disconnects without its Close is a reset, after the bytes that arrived", "[stream][close]") {
+    auto s = establish();
+    REQUIRE(write_bytes(*s->b, "last", 4) == 4);
+    s->link_b->disconnect();  // as the kernel does for a killed process
+    char buf[8];
+    CHECK(s->a->read(buf, sizeof buf) == 4);
+    CHECK(s->a->read(buf, sizeof buf) == -1);
+    CHECK(errno == ECONNRESET);
+    CHECK((s->a->poll_events(POLLIN) & (POLLIN | POLLERR | POLLHUP)) == (POLLIN | POLLERR | POLLHUP));
+}
