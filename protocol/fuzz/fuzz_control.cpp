@@ -22,6 +22,8 @@ FeatureOffer local_offer() {
     return {kMinProtocolVersion, kMaxProtocolVersion, 256, kSupportedFeatures, 1024 * 1024, 1000, 10000};
 }
 
+KeepaliveBounds local_bounds() { return {100, 600'000}; }
+
 void check_agreement_on_wire(const FeatureAgreement& a) {
     const auto back = decode_control(encode_control(a));
     require(back.is_ok(), "an agreement from negotiate() decodes");
@@ -31,12 +33,12 @@ void check_agreement_on_wire(const FeatureAgreement& a) {
 void check_negotiation(const FeatureOffer& peer) {
     require(validate_offer(peer).empty(), "a decoded offer is a valid offer");
     // The peer as client, this build as server...
-    const FeatureAgreement as_server = negotiate(peer, local_offer());
+    const FeatureAgreement as_server = negotiate(peer, local_offer(), local_bounds());
     if (as_server.status == NegotiationStatus::Ok)
         require(check_agreement(peer, as_server).empty(), "the client accepts what negotiate() agreed");
     check_agreement_on_wire(as_server);
     // ...and the other way round.
-    const FeatureAgreement as_client = negotiate(local_offer(), peer);
+    const FeatureAgreement as_client = negotiate(local_offer(), peer, local_bounds());
     if (as_client.status == NegotiationStatus::Ok)
         require(check_agreement(local_offer(), as_client).empty(), "we accept what negotiate() agreed");
 }

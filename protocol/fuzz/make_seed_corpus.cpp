@@ -42,6 +42,8 @@ void write(const fs::path& dir, const std::string& name, const Bytes& b) {
 
 FeatureOffer offer() { return {1, 1, 64, kSupportedFeatures, 256 * 1024, 1000, 5000}; }
 
+KeepaliveBounds bounds() { return {100, 600'000}; }
+
 Bytes control(const ControlMessage& m) { return bytes_of(encode_control(m)); }
 
 void control_corpus(const fs::path& dir) {
@@ -49,8 +51,8 @@ void control_corpus(const fs::path& dir) {
                               kMaxKeepaliveIntervalMs, kMaxKeepaliveTimeoutMs};
     write(dir, "offer", control(offer()));
     write(dir, "offer-limits", control(limits));
-    write(dir, "agreement-ok", control(negotiate(offer(), offer())));
-    write(dir, "agreement-refused", control(negotiate({2, 3, 64, 0, 4096, 10, 20}, offer())));
+    write(dir, "agreement-ok", control(negotiate(offer(), offer(), bounds())));
+    write(dir, "agreement-refused", control(negotiate({2, 3, 64, 0, 4096, 10, 20}, offer(), bounds())));
     write(dir, "keepalive", control(Keepalive{}));
     write(dir, "xfer-memory", control(XferMemory{0x1234, 0x7f0000000000, 256 * 1024}));
     write(dir, "xfer-memory-top", control(XferMemory{1, ~0ull - 4096, 4096}));

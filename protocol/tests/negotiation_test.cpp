@@ -1,11 +1,13 @@
 // Server-side negotiation: version, features and keepalive are merged by the
-// rules in negotiation.hpp; invalid offers are refused with BadParameters.
+// rules in negotiation.hpp, keepalive within the server's bounds; invalid
+// offers and invalid bounds are refused with BadParameters.
 #include <catch2/catch.hpp>
 
 #include "protocol/negotiation.hpp"
 #include "samples.hpp"
 
 using namespace pg_rdma::protocol;
+using pg_rdma::protocol::test::open_bounds;
 using pg_rdma::protocol::test::sample_offer;
 
 namespace {
@@ -75,7 +77,7 @@ TEST_CASE("validate_offer names the first field out of range") {
 }
 
 TEST_CASE("two identical offers agree on everything they offer") {
-    const FeatureAgreement a = negotiate(sample_offer(), sample_offer());
+    const FeatureAgreement a = negotiate(sample_offer(), sample_offer(), open_bounds());
     CHECK(a.status == NegotiationStatus::Ok);
     CHECK(a.version == kMaxProtocolVersion);
     CHECK(a.features == kSupportedFeatures);
@@ -84,35 +86,36 @@ TEST_CASE("two identical offers agree on everything they offer") {
 }
 
 TEST_CASE("the highest version both ranges contain is chosen") {
-    CHECK(negotiate(offer_with_versions(1, 3), offer_with_versions(1, 2)).version == 2);
-    CHECK(negotiate(offer_with_versions(2, 5), offer_with_versions(1, 3)).version == 3);
-    CHECK(negotiate(offer_with_versions(1, 1), offer_with_versions(1, 9)).version == 1);
-    CHECK(negotiate(offer_with_versions(4, 4), offer_with_versions(2, 4)).version == 4);
+    CHECK(negotiate(offer_with_versions(1, 3), offer_with_versions(1, 2), open_bounds()).version == 2);
+    CHECK(negotiate(offer_with_versions(2, 5), offer_with_versions(1, 3), open_bounds()).version == 3);
+    CHECK(negotiate(offer_with_versions(1, 1), offer_with_versions(1, 9), open_bounds()).version == 1);
+    CHECK(negotiate(offer_with_versions(4, 4), offer_with_versions(2, 4), open_bounds()).version == 4);
 }
 
 TEST_CASE("ranges that do not meet have no common version") {
     const FeatureOffer server = offer_with_versions(1, 1);
-    check_refusal(negotiate(offer_with_versions(2, 3), server), NegotiationStatus::NoCommonVersion, server);
+    check_refusal(negotiate(offer_with_versions(2, 3), server, open_bounds()),
+                  NegotiationStatus::NoCommonVersion, server);
     const FeatureOffer newer_server = offer_with_versions(3, 4);
-    check_refusal(negotiate(offer_with_versions(1, 2), newer_server), NegotiationStatus::NoCommonVersion,
-                  newer_server);
+    check_refusal(negotiate(offer_with_versions(1, 2), newer_server, open_bounds()),
+                  NegotiationStatus::NoCommonVersion, newer_server);
 }
 
 TEST_CASE("feature bits unknown to either side drop out of the agreement") {
     constexpr std::uint64_t kUnknown = (1ull << 40) | (1ull << 63);
-    const FeatureAgreement a =
-        negotiate(offer_with_features(kSupportedFeatures | kUnknown), offer_with_features(kSupportedFeatures));
+    const FeatureAgreement a = negotiate(offer_with_features(kSupportedFeatures | kUnknown),
+                                         offer_with_features(kSupportedFeatures), open_bounds());
     CHECK(a.status == NegotiationStatus::Ok);
     CHECK(a.features == kSupportedFeatures);
     // Even when both sides claim them, this build does not agree to bits it
     // does not know.
     const FeatureAgreement both = negotiate(offer_with_features(kSupportedFeatures | kUnknown),
-                                            offer_with_features(kSupportedFeatures | kUnknown));
+                                            offer_with_features(kSupportedFeatures | kUnknown), open_bounds());
     CHECK(both.features == kSupportedFeatures);
 }
 
 TEST_CASE("an optional feature only one side offers is left out") {
-    const FeatureAgreement a = negotiate(offer_with_features(kRequiredFeatures), sample_offer());
+    const FeatureAgreement a = negotiate(offer_with_features(kRequiredFeatures), sample_offer(), open_bounds());
     CHECK(a.status == NegotiationStatus::Ok);
     CHECK(a.features == kRequiredFeatures);
     CHECK((a.features & feature::kKeepalive) == 0);
@@ -120,20 +123,24 @@ TEST_CASE("an optional feature only one side offers is left out") {
 
 TEST_CASE("a required feature missing on either side fails the negotiation") {
     const FeatureOffer server = sample_offer();
-    check_refusal(negotiate(offer_with_features(kSupportedFeatures & ~feature::kRingCredits), server),
-                  NegotiationStatus::MissingRequiredFeature, server);
+    check_refusal(
+        negotiate(offer_with_features(kSupportedFeatures & ~feature::kRingCredits), server, open_bounds()),
+        NegotiationStatus::MissingRequiredFeature, server);
     const FeatureOffer poor_server = offer_with_features(kSupportedFeatures & ~feature::kOrderlyClose);
-    check_refusal(negotiate(sample_offer(), poor_server), NegotiationStatus::MissingRequiredFeature,
-                  poor_server);
-    check_refusal(negotiate(offer_with_features(0), server), NegotiationStatus::MissingRequiredFeature, server);
+    check_refusal(negotiate(sample_offer(), poor_server, open_bounds()),
+                  NegotiationStatus::MissingRequiredFeature, poor_server);
+    check_refusal(negotiate(offer_with_features(0), server, open_bounds()),
+                  NegotiationStatus::MissingRequiredFeature, server);
 }
 
-TEST_CASE("keepalive takes the shorter interval and the longer timeout") {
-    const FeatureAgreement a = negotiate(offer_with_keepalive(1000, 10000), offer_with_keepalive(500, 3000));
+TEST_CASE("within open bounds keepalive takes the shorter interval and the longer timeout") {
+    const FeatureAgreement a =
+        negotiate(offer_with_keepalive(1000, 10000), offer_with_keepalive(500, 3000), open_bounds());
     CHECK(a.status == NegotiationStatus::Ok);
     CHECK(a.keepalive_interval_ms == 500);
     CHECK(a.keepalive_timeout_ms == 10000);
-    const FeatureAgreement b = negotiate(offer_with_keepalive(20, 40), offer_with_keepalive(60000, 120000));
+    const FeatureAgreement b =
+        negotiate(offer_with_keepalive(20, 40), offer_with_keepalive(60000, 120000), open_bounds());
     CHECK(b.keepalive_interval_ms == 20);
     CHECK(b.keepalive_timeout_ms == 120000);
     CHECK(b.keepalive_timeout_ms >= 2 * b.keepalive_interval_ms);
@@ -146,7 +153,7 @@ TEST_CASE("credits and RX buffer size in the agreement are the server's own") {
     FeatureOffer server = sample_offer();
     server.credits = kMaxCredits;
     server.rx_buffer_size = kMaxRxBufferSize;
-    const FeatureAgreement a = negotiate(client, server);
+    const FeatureAgreement a = negotiate(client, server, open_bounds());
     CHECK(a.credits == kMaxCredits);
     CHECK(a.rx_buffer_size == kMaxRxBufferSize);
 }
@@ -155,17 +162,18 @@ TEST_CASE("an invalid offer from either side is refused as bad parameters") {
     const FeatureOffer server = sample_offer();
     FeatureOffer client = sample_offer();
     client.credits = 0;
-    check_refusal(negotiate(client, server), NegotiationStatus::BadParameters, server);
+    check_refusal(negotiate(client, server, open_bounds()), NegotiationStatus::BadParameters, server);
     client = offer_with_keepalive(1000, 1000);
-    check_refusal(negotiate(client, server), NegotiationStatus::BadParameters, server);
+    check_refusal(negotiate(client, server, open_bounds()), NegotiationStatus::BadParameters, server);
     FeatureOffer bad_server = sample_offer();
     bad_server.rx_buffer_size = 12345;
-    check_refusal(negotiate(sample_offer(), bad_server), NegotiationStatus::BadParameters, bad_server);
+    check_refusal(negotiate(sample_offer(), bad_server, open_bounds()), NegotiationStatus::BadParameters,
+                  bad_server);
     // Bad parameters win over the other failures: nothing else is looked at.
     FeatureOffer hopeless = offer_with_versions(7, 7);
     hopeless.features = 0;
     hopeless.rx_buffer_size = 0;
-    check_refusal(negotiate(hopeless, server), NegotiationStatus::BadParameters, server);
+    check_refusal(negotiate(hopeless, server, open_bounds()), NegotiationStatus::BadParameters, server);
 }
 
 TEST_CASE("an agreement reached by negotiate passes the client's check") {
@@ -175,9 +183,10 @@ TEST_CASE("an agreement reached by negotiate passes the client's check") {
                                     offer_with_features(~0ull)};
     for (const FeatureOffer& c : clients) {
         for (const FeatureOffer& s : servers) {
-            const FeatureAgreement a = negotiate(c, s);
+            const FeatureAgreement a = negotiate(c, s, open_bounds());
             REQUIRE(a.status == NegotiationStatus::Ok);
             CHECK(check_agreement(c, a).empty());
         }
     }
 }
+
