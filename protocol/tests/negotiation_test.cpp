@@ -3,6 +3,12 @@
 // offers and invalid bounds are refused with BadParameters.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cstdint>
+#include <variant>
+#include <vector>
+
+#include "protocol/control.hpp"
 #include "protocol/negotiation.hpp"
 #include "samples.hpp"
 
@@ -190,3 +196,144 @@ TEST_CASE("an agreement reached by negotiate passes the client's check") {
     }
 }
 
+// ---- keepalive bounds: the server stays in control of its own resources ----
+
+TEST_CASE("validate_bounds accepts the limits themselves") {
+    CHECK(validate_bounds(open_bounds()).empty());
+    CHECK(validate_bounds({kMinKeepaliveIntervalMs, 2 * kMinKeepaliveIntervalMs}).empty());
+    CHECK(validate_bounds({kMaxKeepaliveIntervalMs, kMaxKeepaliveTimeoutMs}).empty());
+    CHECK(validate_bounds({1000, 2000}).empty());
+}
+
+TEST_CASE("validate_bounds rejects bounds no agreement could satisfy") {
+    CHECK(validate_bounds({0, 60'000}) == "keepalive bounds: minimum interval out of range");
+    CHECK(validate_bounds({kMinKeepaliveIntervalMs - 1, 60'000}) ==
+          "keepalive bounds: minimum interval out of range");
+    CHECK(validate_bounds({kMaxKeepaliveIntervalMs + 1, kMaxKeepaliveTimeoutMs}) ==
+          "keepalive bounds: minimum interval out of range");
+    CHECK(validate_bounds({1000, kMaxKeepaliveTimeoutMs + 1}) ==
+          "keepalive bounds: maximum timeout out of range");
+    CHECK(validate_bounds({1000, 1999}) ==
+          "keepalive bounds: maximum timeout shorter than twice the minimum interval");
+    CHECK(validate_bounds({1000, 0}) ==
+          "keepalive bounds: maximum timeout shorter than twice the minimum interval");
+}
+
+TEST_CASE("invalid keepalive bounds make negotiate refuse with bad parameters") {
+    const FeatureOffer server = sample_offer();
+    const KeepaliveBounds invalid[] = {{0, 0}, {kMinKeepaliveIntervalMs - 1, 60'000},
+                                       {kMaxKeepaliveIntervalMs + 1, kMaxKeepaliveTimeoutMs},
+                                       {1000, kMaxKeepaliveTimeoutMs + 1}, {1000, 1999}};
+    for (const KeepaliveBounds& b : invalid) {
+        INFO("bounds " << b.min_interval_ms << " / " << b.max_timeout_ms);
+        check_refusal(negotiate(sample_offer(), server, b), NegotiationStatus::BadParameters, server);
+    }
+}
+
+TEST_CASE("a client asking for a 10 ms tick and a 24 h timeout gets the server's floor and cap") {
+    const FeatureOffer greedy = offer_with_keepalive(kMinKeepaliveIntervalMs, kMaxKeepaliveTimeoutMs);
+    const FeatureAgreement a = negotiate(greedy, offer_with_keepalive(1000, 5000), {500, 30'000});
+    REQUIRE(a.status == NegotiationStatus::Ok);
+    CHECK(a.keepalive_interval_ms == 500);
+    CHECK(a.keepalive_timeout_ms == 30'000);
+    // The floor applies even when the server's own offer is faster still.
+    const FeatureAgreement b = negotiate(greedy, offer_with_keepalive(20, 40), {500, 30'000});
+    CHECK(b.keepalive_interval_ms == 500);
+    CHECK(b.keepalive_timeout_ms == 30'000);
+}
+
+TEST_CASE("a client asking milder keepalive values than the bounds gets them") {
+    const KeepaliveBounds bounds{100, 600'000};
+    // The client's interval is the shorter, the client's timeout the longer.
+    const FeatureOffer server = offer_with_keepalive(5000, 10'000);
+    const FeatureAgreement a = negotiate(offer_with_keepalive(2000, 20'000), server, bounds);
+    REQUIRE(a.status == NegotiationStatus::Ok);
+    CHECK(a.keepalive_interval_ms == 2000);
+    CHECK(a.keepalive_timeout_ms == 20'000);
+    // Both exactly at the bounds are not clamped further.
+    const FeatureAgreement b = negotiate(offer_with_keepalive(100, 600'000), server, bounds);
+    CHECK(b.keepalive_interval_ms == 100);
+    CHECK(b.keepalive_timeout_ms == 600'000);
+}
+
+TEST_CASE("when the floor lifts the interval past half the timeout the timeout is raised to twice it") {
+    const FeatureOffer fast = offer_with_keepalive(10, 20);
+    const FeatureAgreement a = negotiate(fast, fast, {1000, 60'000});
+    REQUIRE(a.status == NegotiationStatus::Ok);
+    CHECK(a.keepalive_interval_ms == 1000);
+    CHECK(a.keepalive_timeout_ms == 2000);
+}
+
+TEST_CASE("when the cap leaves no room for twice the interval the interval drops to half the cap") {
+    const FeatureOffer slow = offer_with_keepalive(60'000, 120'000);
+    const FeatureAgreement a = negotiate(slow, slow, {100, 60'001});
+    REQUIRE(a.status == NegotiationStatus::Ok);
+    CHECK(a.keepalive_interval_ms == 30'000);
+    CHECK(a.keepalive_timeout_ms == 60'001);
+    // Never below the floor: a cap of exactly twice the floor pins both.
+    const FeatureAgreement b = negotiate(slow, slow, {1000, 2000});
+    CHECK(b.keepalive_interval_ms == 1000);
+    CHECK(b.keepalive_timeout_ms == 2000);
+}
+
+TEST_CASE("negotiated keepalive stays within the bounds with timeout at least twice the interval over a grid") {
+    // Intervals at the protocol limits and on both sides of the bounds below,
+    // each offered with the shortest legal timeout, one just above, a roomy
+    // one and the longest.
+    const std::uint32_t intervals[] = {kMinKeepaliveIntervalMs, 11, 99, 100, 101, 1000, 29'999, 30'000,
+                                       30'001, 1'000'000, kMaxKeepaliveIntervalMs};
+    std::vector<FeatureOffer> offers;
+    for (const std::uint32_t i : intervals)
+        for (const std::uint32_t t : {2 * i, 2 * i + 1, 7 * i, kMaxKeepaliveTimeoutMs})
+            if (t <= kMaxKeepaliveTimeoutMs) offers.push_back(offer_with_keepalive(i, t));
+    const std::uint32_t min_intervals[] = {kMinKeepaliveIntervalMs, 100, 1000, 30'000, kMaxKeepaliveIntervalMs};
+    const std::uint32_t max_timeouts[] = {20,     199,    200,       2000,
+                                          2001,   60'000, 60'001,    7'200'000,
+                                          kMaxKeepaliveTimeoutMs};
+    std::size_t agreements = 0, valid_bounds = 0;
+    for (const std::uint32_t floor : min_intervals) {
+        for (const std::uint32_t cap : max_timeouts) {
+            const KeepaliveBounds bounds{floor, cap};
+            if (!validate_bounds(bounds).empty()) continue;  // refusal: its own test
+            ++valid_bounds;
+            for (const FeatureOffer& c : offers) {
+                for (const FeatureOffer& s : offers) {
+                    const FeatureAgreement a = negotiate(c, s, bounds);
+                    const std::uint32_t i = a.keepalive_interval_ms, t = a.keepalive_timeout_ms;
+                    const std::uint32_t merged_i = std::min(c.keepalive_interval_ms, s.keepalive_interval_ms);
+                    const std::uint32_t merged_t = std::max(c.keepalive_timeout_ms, s.keepalive_timeout_ms);
+                    const bool holds = a.status == NegotiationStatus::Ok && i >= floor && t <= cap &&
+                                       std::uint64_t{t} >= 2ull * i && check_agreement(c, a).empty();
+                    // A merged pair already inside the bounds is left alone.
+                    const bool untouched =
+                        merged_i < floor || merged_t > cap || (i == merged_i && t == merged_t);
+                    if (holds && untouched) {
+                        ++agreements;
+                        continue;
+                    }
+                    INFO("client " << c.keepalive_interval_ms << "/" << c.keepalive_timeout_ms << " server "
+                                   << s.keepalive_interval_ms << "/" << s.keepalive_timeout_ms << " bounds "
+                                   << floor << "/" << cap << " -> " << i << "/" << t);
+                    CHECK(holds);
+                    CHECK(untouched);
+                }
+            }
+        }
+    }
+    CHECK(valid_bounds > 20);
+    CHECK(agreements == valid_bounds * offers.size() * offers.size());
+}
+
+TEST_CASE("without the keepalive feature the agreement still carries a valid clamped pair") {
+    FeatureOffer client = offer_with_keepalive(kMinKeepaliveIntervalMs, kMaxKeepaliveTimeoutMs);
+    client.features = kRequiredFeatures;
+    const FeatureAgreement a = negotiate(client, sample_offer(), {500, 30'000});
+    REQUIRE(a.status == NegotiationStatus::Ok);
+    CHECK((a.features & feature::kKeepalive) == 0);
+    CHECK(a.keepalive_interval_ms == 500);
+    CHECK(a.keepalive_timeout_ms == 30'000);
+    CHECK(check_agreement(client, a).empty());
+    const auto back = decode_control(encode_control(a));
+    REQUIRE(back.is_ok());
+    CHECK(std::get<FeatureAgreement>(back.value) == a);
+}
