@@ -21,6 +21,10 @@
 //  16  u32  rx_buffer_size   bytes of the sender's RX ring (multiple of 4 KiB)
 //  20  u32  keepalive_interval_ms  | agreed value in SetClientFeature
 //  24  u32  keepalive_timeout_ms   | agreed value in SetClientFeature
+//                            in an offer or Ok agreement always in range with
+//                            timeout >= 2 x interval, even without
+//                            feature::kKeepalive; in an agreement without that
+//                            bit they mean nothing
 //  28  u32  reserved
 //
 // Keepalive (2): header only. Proves the sender is alive; any message does.
@@ -81,7 +85,8 @@ enum class Opcode : std::uint16_t {
 // those this build cannot work without.
 namespace feature {
 // The peer sends Keepalive when idle and declares the connection dead after
-// the agreed timeout of silence.
+// the agreed timeout of silence. Only when this bit is agreed: otherwise the
+// agreement's keepalive fields are still valid numbers but mean nothing.
 inline constexpr std::uint64_t kKeepalive = 1ull << 0;
 // Close carries the byte count, so EOF is reported only after every byte.
 inline constexpr std::uint64_t kOrderlyClose = 1ull << 1;

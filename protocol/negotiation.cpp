@@ -8,7 +8,8 @@ namespace pg_rdma::protocol {
 namespace {
 
 // A pair of peers each satisfying timeout >= 2 x interval keeps satisfying it
-// after the min/max merge; the limits must allow such a pair to exist.
+// after the min/max merge; the limits must allow such a pair to exist, and the
+// clamp's repair step (negotiation.hpp) restores it after the bounds.
 inline constexpr std::uint32_t kKeepaliveTimeoutFactor = 2;
 static_assert(kMaxKeepaliveIntervalMs * std::uint64_t{kKeepaliveTimeoutFactor} <= kMaxKeepaliveTimeoutMs);
 static_assert(kMinRxBufferSize % kRxBufferAlignment == 0 && kMaxRxBufferSize % kRxBufferAlignment == 0);
@@ -27,6 +28,30 @@ std::string_view validate_keepalive(std::uint32_t interval_ms, std::uint32_t tim
     if (timeout_ms < std::uint64_t{interval_ms} * kKeepaliveTimeoutFactor)
         return "feature parameters: keepalive timeout shorter than twice the interval";
     return {};
+}
+
+struct KeepalivePair {
+    std::uint32_t interval_ms;
+    std::uint32_t timeout_ms;
+};
+
+// The keepalive rule of negotiation.hpp, steps 1 to 3. Needs valid offers and
+// valid bounds; the result then satisfies validate_keepalive() and the bounds.
+KeepalivePair clamp_keepalive(const FeatureOffer& client, const FeatureOffer& server,
+                              const KeepaliveBounds& bounds) {
+    std::uint32_t interval = std::min(client.keepalive_interval_ms, server.keepalive_interval_ms);
+    std::uint32_t timeout = std::max(client.keepalive_timeout_ms, server.keepalive_timeout_ms);
+    interval = std::max(interval, bounds.min_interval_ms);
+    timeout = std::min(timeout, bounds.max_timeout_ms);
+    // 64-bit product, as in validate_keepalive().
+    const std::uint64_t wanted = std::uint64_t{interval} * kKeepaliveTimeoutFactor;
+    if (timeout < wanted) {
+        timeout = static_cast<std::uint32_t>(std::min<std::uint64_t>(wanted, bounds.max_timeout_ms));
+        // Only when the cap is below twice the interval; the cap is at least
+        // twice the floor, so this stays at or above it.
+        if (timeout < wanted) interval = bounds.max_timeout_ms / kKeepaliveTimeoutFactor;
+    }
+    return {interval, timeout};
 }
 
 std::uint8_t highest_common_version(const FeatureOffer& a, const FeatureOffer& b) {
@@ -71,8 +96,18 @@ std::string_view validate_offer(const FeatureOffer& offer) {
     return validate_keepalive(offer.keepalive_interval_ms, offer.keepalive_timeout_ms);
 }
 
-FeatureAgreement negotiate(const FeatureOffer& client, const FeatureOffer& server) {
-    if (!validate_offer(client).empty() || !validate_offer(server).empty())
+std::string_view validate_bounds(const KeepaliveBounds& bounds) {
+    if (bounds.min_interval_ms < kMinKeepaliveIntervalMs || bounds.min_interval_ms > kMaxKeepaliveIntervalMs)
+        return "keepalive bounds: minimum interval out of range";
+    if (bounds.max_timeout_ms > kMaxKeepaliveTimeoutMs) return "keepalive bounds: maximum timeout out of range";
+    if (bounds.max_timeout_ms < std::uint64_t{bounds.min_interval_ms} * kKeepaliveTimeoutFactor)
+        return "keepalive bounds: maximum timeout shorter than twice the minimum interval";
+    return {};
+}
+
+FeatureAgreement negotiate(const FeatureOffer& client, const FeatureOffer& server,
+                           const KeepaliveBounds& bounds) {
+    if (!validate_offer(client).empty() || !validate_offer(server).empty() || !validate_bounds(bounds).empty())
         return refusal(server, NegotiationStatus::BadParameters);
     const std::uint8_t version = highest_common_version(client, server);
     if (version == kNoVersion) return refusal(server, NegotiationStatus::NoCommonVersion);
@@ -81,11 +116,13 @@ FeatureAgreement negotiate(const FeatureOffer& client, const FeatureOffer& serve
     const std::uint64_t features = client.features & server.features & kSupportedFeatures;
     if ((features & kRequiredFeatures) != kRequiredFeatures)
         return refusal(server, NegotiationStatus::MissingRequiredFeature);
+    // Negotiated whether or not kKeepalive made it into `features`: the
+    // message always carries a valid pair (negotiation.hpp).
+    const KeepalivePair keepalive = clamp_keepalive(client, server, bounds);
     return {version, NegotiationStatus::Ok,
             server.credits, features,
             server.rx_buffer_size,
-            std::min(client.keepalive_interval_ms, server.keepalive_interval_ms),
-            std::max(client.keepalive_timeout_ms, server.keepalive_timeout_ms)};
+            keepalive.interval_ms, keepalive.timeout_ms};
 }
 
 std::string_view check_agreement(const FeatureOffer& mine, const FeatureAgreement& answer) {
@@ -95,11 +132,9 @@ std::string_view check_agreement(const FeatureOffer& mine, const FeatureAgreemen
     if ((answer.features & ~mine.features) != 0) return "feature agreement: features that were not offered";
     if ((answer.features & kRequiredFeatures) != kRequiredFeatures)
         return "feature agreement: a required feature is missing";
-    if (answer.keepalive_interval_ms > mine.keepalive_interval_ms)
-        return "feature agreement: keepalive interval longer than offered";
-    if (answer.keepalive_timeout_ms < mine.keepalive_timeout_ms)
-        return "feature agreement: keepalive timeout shorter than offered";
-    // The server's own resources: the same ranges as any offer.
+    // The keepalive pair is the server's decision within its own bounds, which
+    // the client does not know; like the server's own resources it only has to
+    // meet the ranges (and timeout >= 2 x interval) of any offer.
     return validate_offer({answer.version, answer.version, answer.credits, answer.features,
                            answer.rx_buffer_size, answer.keepalive_interval_ms,
                            answer.keepalive_timeout_ms});

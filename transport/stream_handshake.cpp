@@ -94,7 +94,11 @@ protocol::FeatureOffer Stream::local_offer() const {
 
 bool Stream::on_offer(const protocol::FeatureOffer& offer) {
     if (phase_ != Phase::AwaitOffer) return protocol_error("GetServerFeature out of turn");
-    const protocol::FeatureAgreement agreed = protocol::negotiate(offer, local_offer());
+    // Placeholder until keepalive bounds come from settings: bounds equal to
+    // our own offer make our keepalive values win whatever the client asks.
+    const protocol::FeatureOffer mine = local_offer();
+    const protocol::FeatureAgreement agreed =
+        protocol::negotiate(offer, mine, {mine.keepalive_interval_ms, mine.keepalive_timeout_ms});
     if (agreed.status != protocol::NegotiationStatus::Ok) {
         failure_reason_ = "refused the client's offer: " + std::string(protocol::to_string(agreed.status));
         refused_ = true;

@@ -42,6 +42,16 @@ void write(const fs::path& dir, const std::string& name, const Bytes& b) {
 
 FeatureOffer offer() { return {1, 1, 64, kSupportedFeatures, 256 * 1024, 1000, 5000}; }
 
+KeepaliveBounds bounds() { return {100, 600'000}; }
+
+// The 8 bytes fuzz_control reads after a message as the server's bounds.
+Bytes bounds_bytes(const KeepaliveBounds& b) {
+    Bytes out(8);
+    put_u32(out.data(), b.min_interval_ms);
+    put_u32(out.data() + 4, b.max_timeout_ms);
+    return out;
+}
+
 Bytes control(const ControlMessage& m) { return bytes_of(encode_control(m)); }
 
 void control_corpus(const fs::path& dir) {
@@ -49,8 +59,11 @@ void control_corpus(const fs::path& dir) {
                               kMaxKeepaliveIntervalMs, kMaxKeepaliveTimeoutMs};
     write(dir, "offer", control(offer()));
     write(dir, "offer-limits", control(limits));
-    write(dir, "agreement-ok", control(negotiate(offer(), offer())));
-    write(dir, "agreement-refused", control(negotiate({2, 3, 64, 0, 4096, 10, 20}, offer())));
+    const FeatureOffer fast{1, 1, 64, kSupportedFeatures, 4096, 10, 20};
+    write(dir, "offer-fast-with-bounds", concat(control(fast), bounds_bytes(bounds())));
+    write(dir, "offer-with-bad-bounds", concat(control(offer()), bounds_bytes({5, 1})));
+    write(dir, "agreement-ok", control(negotiate(offer(), offer(), bounds())));
+    write(dir, "agreement-refused", control(negotiate({2, 3, 64, 0, 4096, 10, 20}, offer(), bounds())));
     write(dir, "keepalive", control(Keepalive{}));
     write(dir, "xfer-memory", control(XferMemory{0x1234, 0x7f0000000000, 256 * 1024}));
     write(dir, "xfer-memory-top", control(XferMemory{1, ~0ull - 4096, 4096}));

@@ -1,11 +1,15 @@
 // Client side: check_agreement accepts exactly the answers a server following
-// negotiate() could give to this client's offer, and names each inconsistency.
+// negotiate() could give to this client's offer, whatever its keepalive
+// bounds, and names each inconsistency.
 #include <catch2/catch.hpp>
+
+#include <string_view>
 
 #include "protocol/negotiation.hpp"
 #include "samples.hpp"
 
 using namespace pg_rdma::protocol;
+using pg_rdma::protocol::test::open_bounds;
 using pg_rdma::protocol::test::sample_offer;
 
 namespace {
@@ -23,7 +27,10 @@ FeatureOffer server_offer() {
     return o;
 }
 
-FeatureAgreement good_answer() { return negotiate(my_offer(), server_offer()); }
+constexpr std::string_view kTimeoutTooShort =
+    "feature parameters: keepalive timeout shorter than twice the interval";
+
+FeatureAgreement good_answer() { return negotiate(my_offer(), server_offer(), open_bounds()); }
 
 }  // namespace
 
@@ -56,7 +63,7 @@ TEST_CASE("a version outside the client's range is rejected") {
 TEST_CASE("features the client did not offer are rejected") {
     FeatureOffer mine = my_offer();
     mine.features = kRequiredFeatures;
-    FeatureAgreement a = negotiate(mine, server_offer());
+    FeatureAgreement a = negotiate(mine, server_offer(), open_bounds());
     REQUIRE(check_agreement(mine, a).empty());
     a.features |= feature::kKeepalive;
     CHECK(check_agreement(mine, a) == "feature agreement: features that were not offered");
@@ -72,16 +79,53 @@ TEST_CASE("an agreement without the required features is rejected") {
     CHECK(check_agreement(my_offer(), a) == "feature agreement: a required feature is missing");
 }
 
-TEST_CASE("a keepalive interval longer than the client's is rejected") {
-    FeatureAgreement a = good_answer();
-    a.keepalive_interval_ms = my_offer().keepalive_interval_ms + 1;
-    CHECK(check_agreement(my_offer(), a) == "feature agreement: keepalive interval longer than offered");
+TEST_CASE("a keepalive answer clamped by the server's bounds is accepted") {
+    FeatureOffer mine = my_offer();
+    mine.keepalive_interval_ms = kMinKeepaliveIntervalMs;  // 10 ms
+    mine.keepalive_timeout_ms = kMaxKeepaliveTimeoutMs;    // 24 h
+    const FeatureAgreement a = negotiate(mine, server_offer(), {2000, 60'000});
+    REQUIRE(a.status == NegotiationStatus::Ok);
+    REQUIRE(a.keepalive_interval_ms == 2000);
+    REQUIRE(a.keepalive_timeout_ms == 60'000);
+    CHECK(check_agreement(mine, a).empty());
 }
 
-TEST_CASE("a keepalive timeout shorter than the client's is rejected") {
+TEST_CASE("a keepalive interval longer or timeout shorter than the client offered is accepted") {
     FeatureAgreement a = good_answer();
-    a.keepalive_timeout_ms = my_offer().keepalive_timeout_ms - 1;
-    CHECK(check_agreement(my_offer(), a) == "feature agreement: keepalive timeout shorter than offered");
+    a.keepalive_interval_ms = my_offer().keepalive_interval_ms + 1;
+    a.keepalive_timeout_ms = 2 * a.keepalive_interval_ms;
+    REQUIRE(a.keepalive_timeout_ms < my_offer().keepalive_timeout_ms);
+    CHECK(check_agreement(my_offer(), a).empty());
+    a.keepalive_interval_ms = kMaxKeepaliveIntervalMs;
+    a.keepalive_timeout_ms = 2 * kMaxKeepaliveIntervalMs;
+    CHECK(check_agreement(my_offer(), a).empty());
+}
+
+TEST_CASE("a keepalive pair out of range or with timeout below twice the interval is still rejected") {
+    FeatureAgreement a = good_answer();
+    a.keepalive_interval_ms = kMaxKeepaliveIntervalMs + 1;
+    a.keepalive_timeout_ms = kMaxKeepaliveTimeoutMs;
+    CHECK(check_agreement(my_offer(), a) == "feature parameters: keepalive interval out of range");
+    a = good_answer();
+    a.keepalive_interval_ms = 0;
+    CHECK(check_agreement(my_offer(), a) == "feature parameters: keepalive interval out of range");
+    a = good_answer();
+    a.keepalive_interval_ms = 1000;
+    a.keepalive_timeout_ms = 1999;
+    CHECK(check_agreement(my_offer(), a) == kTimeoutTooShort);
+    a.keepalive_timeout_ms = 0;
+    CHECK(check_agreement(my_offer(), a) == kTimeoutTooShort);
+}
+
+TEST_CASE("an answer without the keepalive feature still needs a valid keepalive pair") {
+    FeatureOffer mine = my_offer();
+    mine.features = kRequiredFeatures;
+    FeatureAgreement a = negotiate(mine, server_offer(), {2000, 60'000});
+    REQUIRE(a.status == NegotiationStatus::Ok);
+    REQUIRE((a.features & feature::kKeepalive) == 0);
+    CHECK(check_agreement(mine, a).empty());
+    a.keepalive_timeout_ms = a.keepalive_interval_ms;
+    CHECK(check_agreement(mine, a) == kTimeoutTooShort);
 }
 
 TEST_CASE("the server's own parameters out of range are rejected") {

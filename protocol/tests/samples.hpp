@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "protocol/control.hpp"
+#include "protocol/negotiation.hpp"
 
 namespace pg_rdma::protocol::test {
 
@@ -18,6 +19,10 @@ inline FeatureOffer sample_offer() {
 inline FeatureAgreement sample_agreement() {
     return {kMinProtocolVersion, NegotiationStatus::Ok, 128, kSupportedFeatures, 512 * 1024, 500, 5000};
 }
+
+// Keepalive bounds that restrict nothing beyond the protocol's own ranges:
+// negotiate() then merges the two offers as if there were no bounds.
+inline KeepaliveBounds open_bounds() { return {kMinKeepaliveIntervalMs, kMaxKeepaliveTimeoutMs}; }
 
 inline XferMemory sample_xfer() { return {0x12345678u, 0x00007f0012340000ull, kSampleRxBuffer}; }
 
