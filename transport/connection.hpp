@@ -88,6 +88,8 @@ struct ConnectionStats {
     std::uint32_t peer_rx_buffer_size = 0;
     std::uint8_t protocol_version = 0;  // negotiated
     std::uint64_t features = 0;         // negotiated
+    std::uint32_t keepalive_interval_ms = 0;  // negotiated (meaningful with feature::kKeepalive)
+    std::uint32_t keepalive_timeout_ms = 0;
 };
 
 class Connection {

@@ -94,11 +94,11 @@ protocol::FeatureOffer Stream::local_offer() const {
 
 bool Stream::on_offer(const protocol::FeatureOffer& offer) {
     if (phase_ != Phase::AwaitOffer) return protocol_error("GetServerFeature out of turn");
-    // Placeholder until keepalive bounds come from settings: bounds equal to
-    // our own offer make our keepalive values win whatever the client asks.
-    const protocol::FeatureOffer mine = local_offer();
-    const protocol::FeatureAgreement agreed =
-        protocol::negotiate(offer, mine, {mine.keepalive_interval_ms, mine.keepalive_timeout_ms});
+    // The passive side's policy bounds what a client, not yet
+    // authenticated, may impose on this process's keepalive.
+    const protocol::KeepaliveBounds bounds{static_cast<std::uint32_t>(settings_.keepalive_min_interval.count()),
+                                           static_cast<std::uint32_t>(settings_.keepalive_max_timeout.count())};
+    const protocol::FeatureAgreement agreed = protocol::negotiate(offer, local_offer(), bounds);
     if (agreed.status != protocol::NegotiationStatus::Ok) {
         failure_reason_ = "refused the client's offer: " + std::string(protocol::to_string(agreed.status));
         refused_ = true;
@@ -129,6 +129,8 @@ bool Stream::apply_agreement(const protocol::FeatureAgreement& agreed, std::uint
     keepalive_.set(interval, Millis{agreed.keepalive_timeout_ms});
     stats_.protocol_version = agreed.version;
     stats_.features = agreed.features;
+    stats_.keepalive_interval_ms = agreed.keepalive_interval_ms;
+    stats_.keepalive_timeout_ms = agreed.keepalive_timeout_ms;
     // Without the keepalive feature the values mean nothing: no probes, no
     // verdict, and no timer waking the process.
     events_.set_tick(keepalive_agreed() ? tick_for(interval) : Millis{0});

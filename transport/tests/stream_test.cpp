@@ -122,6 +122,21 @@ TEST_CASE("the handshake agrees on version and features and both ends are establ
     CHECK(s->a->poll_events(POLLIN) == 0);
 }
 
+TEST_CASE("a client cannot impose a faster keepalive tick or a longer timeout than the server allows",
+          "[stream][negotiation]") {
+    Settings greedy;  // 10 ms ticks, 24 h before a dead peer is noticed
+    greedy.keepalive_interval = 10ms;
+    greedy.keepalive_min_interval = 10ms;
+    greedy.keepalive_timeout = 24h;
+    greedy.keepalive_max_timeout = 24h;
+    const Settings server;  // floor 100 ms, cap 10 min
+    auto s = establish(greedy, server);
+    for (Stream* end : {s->a.get(), s->b.get()}) {
+        CHECK(end->stats().keepalive_interval_ms == server.keepalive_min_interval.count());
+        CHECK(end->stats().keepalive_timeout_ms == server.keepalive_max_timeout.count());
+    }
+}
+
 TEST_CASE("bytes arrive in order across ring wraps, credit updates and both directions", "[stream]") {
     auto s = establish(small_rings(), small_rings());
     pump(*s->a, *s->b, 1 << 20);  // 64 rings' worth
