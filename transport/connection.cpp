@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -64,6 +65,22 @@ void unregister_connection(Connection* c) noexcept {
     r.live.erase(std::remove(r.live.begin(), r.live.end(), c), r.live.end());
 }
 
+// This process's id without a system call per use (glibc no longer caches
+// getpid): every Connection call compares it with the owner's. Refreshed
+// in a forked child before any of the child's code runs.
+std::atomic<pid_t> g_pid{0};
+
+void refresh_pid_after_fork() { g_pid.store(getpid(), std::memory_order_relaxed); }
+
+pid_t current_pid() noexcept {
+    static const bool registered = [] {
+        refresh_pid_after_fork();
+        return pthread_atfork(nullptr, nullptr, &refresh_pid_after_fork) == 0;
+    }();
+    if (!registered) return getpid();  // no fork hook: ask the kernel each time
+    return g_pid.load(std::memory_order_relaxed);
+}
+
 // Maps whatever escaped to errno: no exception leaves a Connection call.
 int errno_for_current_exception() noexcept {
     try {
@@ -96,12 +113,12 @@ private:
 };
 
 Connection::Connection(std::unique_ptr<Stream> stream) noexcept
-    : stream_(std::move(stream)), owner_pid_(getpid()) {
+    : stream_(std::move(stream)), owner_pid_(current_pid()) {
     register_connection(this);
 }
 
 Connection::~Connection() {
-    if (getpid() == owner_pid_) {
+    if (current_pid() == owner_pid_) {
         // Wait out an exit drain that holds this connection (bounded by its
         // deadline); then nobody else can be inside it.
         in_use_.lock();
@@ -122,7 +139,7 @@ Connection::~Connection() {
     unregister_connection(this);
 }
 
-bool Connection::usable() const noexcept { return stream_ != nullptr && getpid() == owner_pid_; }
+bool Connection::usable() const noexcept { return stream_ != nullptr && current_pid() == owner_pid_; }
 
 ssize_t Connection::read(void* buf, std::size_t len) noexcept {
     const Use use(*this);

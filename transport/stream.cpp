@@ -28,14 +28,19 @@ ssize_t Stream::read(void* buf, std::size_t len) {
     if (closed_) return errno = EBADF, -1;
     if (len == 0) return 0;
     poll_completions();  // cheap (no system call) and keeps receives posted
-    // Nothing here: consume pending events so fd() is armed, then say
-    // EAGAIN at once. Waiting, and spinning before it, is wait()'s job.
-    if (rx_.unread() == 0 && !eof()) progress();
+    // Nothing here: say EAGAIN at once; waiting, and spinning before it, is
+    // wait()'s job. The first EAGAIN after data (a read right after a write,
+    // in a request/response exchange) makes no system call; a second one in
+    // a row means the caller slept on fd() and woke for an internal event,
+    // so consume the events and re-arm, or its next poll() would wake again.
+    if (rx_.unread() == 0 && !eof() && ++empty_reads_ >= 2) progress();
     if (rx_.unread() == 0) {
         if (eof()) return 0;
+        update_readiness();  // a sleep point: fd() must tell the truth now
         errno = error_ != 0 ? error_ : EAGAIN;
         return -1;
     }
+    empty_reads_ = 0;
     auto* out = static_cast<std::uint8_t*>(buf);
     std::size_t copied = 0;
     // At most two pieces: up to the ring's end, then from its start.
@@ -49,7 +54,12 @@ ssize_t Stream::read(void* buf, std::size_t len) {
     stats_.bytes_received += copied;
     if (rx_.announce_due()) credit_update_pending_ = true;
     flush_control();
-    update_readiness();
+    // fd()'s readiness is brought up to date where a caller may go to sleep
+    // (EAGAIN, poll_events, progress), not after every read: in a
+    // request/response exchange that would be two eventfd system calls a
+    // round trip. Stale-ready is harmless (one spurious wakeup); fd() is
+    // never stale-unready, since an unconsumed completion event keeps it
+    // readable until progress() consumes it and updates the signal.
     return static_cast<ssize_t>(copied);
 }
 
@@ -183,14 +193,22 @@ int Stream::wait(short wanted, Millis timeout) {
     const auto start = Clock::now();
     const auto deadline = timeout.count() < 0 ? Clock::time_point::max() : start + timeout;
     const auto mask = static_cast<short>(wanted | POLLERR | POLLHUP);
-    if (const short r = poll_events(wanted); r != 0 || timeout.count() == 0) return r;
-    // About to sleep: a reply that comes within the spin budget is caught
-    // without the cost of a wakeup (see adaptive_spin.hpp).
-    busy_poll([&] { return (readiness() & mask) != 0; });
+    // The fast path makes no system call: completions already there, or
+    // arriving within the spin budget, are caught without consuming events
+    // or a wakeup (see adaptive_spin.hpp). Events are consumed below, only
+    // on the way to sleep.
+    poll_completions();
+    const auto ready_now = [&] { return static_cast<short>(readiness() & mask); };
+    if (ready_now() == 0 && timeout.count() != 0) busy_poll([&] { return ready_now() != 0; });
+    if (const short r = ready_now(); r != 0) {
+        flush_control();  // credit updates the spin made due
+        spin_.on_wait(Clock::now() - start);
+        return r;
+    }
     short r = 0;
     for (;;) {
         r = poll_events(wanted);
-        if (r != 0) break;
+        if (r != 0 || timeout.count() == 0) break;
         const auto now = Clock::now();
         if (now >= deadline) break;
         const Millis left = deadline == Clock::time_point::max()

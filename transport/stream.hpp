@@ -150,7 +150,6 @@ private:
     RecvCredits recv_credits_;
     KeepaliveClock keepalive_;
     AdaptiveSpin spin_;
-    std::optional<Clock::time_point> wait_started_;  // read() found nothing since then
 
     std::uint64_t peer_ring_addr_ = 0;
     std::uint32_t peer_ring_rkey_ = 0;
@@ -169,6 +168,7 @@ private:
     bool write_blocked_ = false;     // a write saw EAGAIN; fd() also signals POLLOUT
     bool cq_armed_ = true;           // the Link comes armed; its event not seen yet
     short interest_ = POLLIN;        // what fd() signals (set_interest)
+    int empty_reads_ = 0;            // read() calls in a row that found nothing
     std::optional<short> sleeping_for_;  // inside sleep_for(): fd() signals only this
     bool credit_update_pending_ = false;
     bool refused_ = false;           // we answered the peer's offer with a refusal

@@ -235,6 +235,7 @@ TEST_CASE("a peer that disconnects without its Close is a reset, after the bytes
     s->link_b->disconnect();  // as the kernel does for a killed process
     char buf[8];
     CHECK(s->a->read(buf, sizeof buf) == 4);
+    CHECK((s->a->wait(POLLIN, 1000ms) & POLLERR) != 0);  // as any caller waits after EAGAIN
     CHECK(s->a->read(buf, sizeof buf) == -1);
     CHECK(errno == ECONNRESET);
     CHECK((s->a->poll_events(POLLIN) & (POLLIN | POLLERR | POLLHUP)) == (POLLIN | POLLERR | POLLHUP));
