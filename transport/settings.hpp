@@ -34,6 +34,13 @@ struct Settings {
     // adaptive_spin.hpp); idle sessions spin only busy_poll. 0 disables.
     std::chrono::microseconds busy_poll{50};
     std::chrono::microseconds busy_poll_max{500};
+    // Whether a client follows an upgrade reply naming another address than
+    // its TCP peer. The reply travels in clear before any TLS, so whoever
+    // can alter it could otherwise move the whole session to a host of
+    // their choosing. Turn on only where the TCP peer is not the server
+    // itself (a TCP proxy or port forwarder in front of PostgreSQL) and the
+    // path to it is trusted.
+    bool allow_redirect = false;
 };
 
 }  // namespace pg_rdma::transport
