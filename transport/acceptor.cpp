@@ -103,9 +103,9 @@ StepStatus Acceptor::await_request(Error& err) {
     State& s = *state_;
     for (;;) {
         CmIdPtr child;  // declared before the event: the event is acknowledged first
-        CmEventPtr event = take_cm_event(s.listener.cm_channel(), err);
+        CmEventPtr event;
+        if (!take_cm_event(s.listener.cm_channel(), event, err)) return StepStatus::Failed;
         if (!event) {
-            if (err.failed()) return StepStatus::Failed;
             if (!passed(deadline_)) return StepStatus::InProgress;
             fail(err, ETIMEDOUT, "timed out waiting for an RDMA connection request");
             if (!s.last_refusal.empty()) err.message += "; refused a request: " + s.last_refusal;
@@ -145,9 +145,9 @@ StepStatus Acceptor::await_established(Error& err) {
     {
         // Acknowledged at the end of this block, before anything can
         // destroy its id (rdma_destroy_id waits for every acknowledgement).
-        const CmEventPtr event = take_cm_event(s.endpoint->cm_channel(), err);
+        CmEventPtr event;
+        if (!take_cm_event(s.endpoint->cm_channel(), event, err)) return StepStatus::Failed;
         if (!event) {
-            if (err.failed()) return StepStatus::Failed;
             if (!passed(deadline_)) return StepStatus::InProgress;
             cm_timeout(RDMA_CM_EVENT_ESTABLISHED, "rdma_accept", err);
             return StepStatus::Failed;

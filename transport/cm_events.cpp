@@ -37,15 +37,16 @@ CmChannelPtr make_cm_channel(Error& err) {
     return channel;
 }
 
-CmEventPtr take_cm_event(rdma_event_channel* channel, Error& err) {
+bool take_cm_event(rdma_event_channel* channel, CmEventPtr& event, Error& err) {
+    event.reset();
     for (;;) {
         rdma_cm_event* raw = nullptr;
-        if (rdma_get_cm_event(channel, &raw) == 0) return CmEventPtr(raw);
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return nullptr;
-        if (errno != EINTR) {
-            fail_errno(err, errno, "rdma_get_cm_event");
-            return nullptr;
+        if (rdma_get_cm_event(channel, &raw) == 0) {
+            event.reset(raw);
+            return true;
         }
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+        if (errno != EINTR) return fail_errno(err, errno, "rdma_get_cm_event");
     }
 }
 
@@ -66,8 +67,9 @@ bool cm_timeout(rdma_cm_event_type awaited, const std::string& what, Error& err)
 
 CmEventPtr next_cm_event(rdma_event_channel* channel, Deadline deadline, const char* awaited, Error& err) {
     for (;;) {
-        CmEventPtr event = take_cm_event(channel, err);
-        if (event || err.failed()) return event;
+        CmEventPtr event;
+        if (!take_cm_event(channel, event, err)) return nullptr;
+        if (event) return event;
         if (passed(deadline)) {
             fail(err, ETIMEDOUT, fmt::format("timed out waiting for {}", awaited));
             return nullptr;

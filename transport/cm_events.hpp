@@ -15,10 +15,10 @@ namespace pg_rdma::transport {
 // take events from it without ever waiting.
 CmChannelPtr make_cm_channel(Error& err);
 
-// The next event on `channel` if one is there. nullptr with err.code == 0
-// when there is none yet (wait for POLLIN on channel->fd), nullptr with err
-// filled when rdma_get_cm_event failed.
-CmEventPtr take_cm_event(rdma_event_channel* channel, Error& err);
+// Takes the next event on `channel` into `event` if one is there, leaving
+// it empty when there is none yet (wait for POLLIN on channel->fd). False,
+// with `err`, only when rdma_get_cm_event failed.
+bool take_cm_event(rdma_event_channel* channel, CmEventPtr& event, Error& err);
 
 // Describes an event that is not the `expected` one as a failure of `what`:
 // EHOSTUNREACH for address, route and reachability errors, ECONNREFUSED for

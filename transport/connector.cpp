@@ -124,9 +124,9 @@ StepStatus Connector::await_cm_event(Error& err) {
     {
         // Acknowledged at the end of this block, before anything can
         // destroy its id (rdma_destroy_id waits for every acknowledgement).
-        const CmEventPtr event = take_cm_event(s.events(), err);
+        CmEventPtr event;
+        if (!take_cm_event(s.events(), event, err)) return StepStatus::Failed;
         if (!event) {
-            if (err.failed()) return StepStatus::Failed;
             if (!passed(deadline_)) return StepStatus::InProgress;
             cm_timeout(awaited, s.doing(stage_), err);
             return StepStatus::Failed;
