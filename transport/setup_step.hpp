@@ -9,11 +9,13 @@
 //
 // No step waits for the peer: a step consumes what is ready, starts what
 // comes next and returns, in the time a few system calls take (creating the
-// verbs resources is the slowest of them). A step notices the deadline
-// itself, so call it again once poll() times out. Destroying a setup object
-// at any step cancels it and releases everything it holds; that is how a
-// caller abandons a setup (a backend told to exit, a client's event loop
-// cancelling a connection attempt).
+// verbs resources is the slowest of them; the first setup in a process also
+// pays one-time library initialisation, see transport/README.md). A step
+// notices the deadline itself, so call it again once poll() times out.
+//
+// Destroying a setup object at any step cancels it and releases everything
+// it holds; that is how a caller abandons a setup (a backend told to exit,
+// a client's event loop cancelling a connection attempt).
 #pragma once
 
 #include <poll.h>
