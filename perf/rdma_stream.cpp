@@ -2,6 +2,7 @@
 
 #include <poll.h>
 
+#include <chrono>
 #include <cstdio>
 #include <utility>
 
@@ -69,12 +70,12 @@ std::unique_ptr<ByteStream> rdma_accept_one(const Endpoint& at, const protocol::
     if (!listener)
         throw BenchError("rdma listen: " + err.message);
     print_listening("rdma", port_of(listener->local_address()));
-    if (!wait_readable(listener->fd(), accept_timeout_ms))
-        throw BenchError("rdma accept: no client within " +
-                         std::to_string(accept_timeout_ms / 1000) + " s");
-    auto conn = listener->accept(nonce, nullptr, err);
+    // One deadline for the client to show up and the handshake to finish.
+    const auto deadline = tp::SetupClock::now() + std::chrono::milliseconds(accept_timeout_ms);
+    auto conn = listener->accept(nonce, nullptr, deadline, err);
     if (!conn)
-        throw BenchError("rdma accept: " + err.message);
+        throw BenchError("rdma accept (within " + std::to_string(accept_timeout_ms / 1000) +
+                         " s): " + err.message);
     return std::make_unique<RdmaStream>(std::move(conn));
 }
 

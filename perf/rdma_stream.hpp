@@ -12,8 +12,8 @@
 namespace pg_rdma::perf {
 
 // Listens with rdma_cm on `at`, prints "listening transport=rdma port=N",
-// accepts one client presenting `nonce` (waiting at most
-// `accept_timeout_ms`) and stops listening.
+// accepts one client presenting `nonce` (its connection and handshake done
+// within `accept_timeout_ms`) and stops listening.
 std::unique_ptr<ByteStream> rdma_accept_one(const Endpoint& at, const protocol::Nonce& nonce,
                                             int accept_timeout_ms);
 std::unique_ptr<ByteStream> rdma_connect(const Endpoint& to, const protocol::Nonce& nonce);

@@ -5,10 +5,9 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <poll.h>
 
-#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -24,10 +23,16 @@ constexpr int kLibraryDescriptors = 4;
 
 }  // namespace
 
-int ms_until(SetupClock::time_point deadline) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SetupClock::now());
-    return static_cast<int>(std::max<std::int64_t>(left.count(), 0));
-}
+namespace {
+
+// RC retransmissions before a send fails (the 3-bit maximum): a lost packet
+// is retried, a vanished peer surfaces as IBV_WC_RETRY_EXC_ERR.
+constexpr std::uint8_t kRetryCount = 7;
+// Finite RNR retries: credits make RNR impossible, so one means a bug and
+// must end as an error, never as the endless retry 7 would mean.
+constexpr std::uint8_t kRnrRetryCount = 3;
+
+}  // namespace
 
 CmChannelPtr make_cm_channel(Error& err) {
     // Every setup starts here: check the descriptors for the whole
@@ -46,43 +51,64 @@ CmChannelPtr make_cm_channel(Error& err) {
     return channel;
 }
 
-CmEventPtr next_cm_event(rdma_event_channel* channel, SetupClock::time_point deadline,
-                         const char* awaited, Error& err) {
+bool take_cm_event(rdma_event_channel* channel, CmEventPtr& event, Error& err) {
+    event.reset();
     for (;;) {
         rdma_cm_event* raw = nullptr;
-        if (rdma_get_cm_event(channel, &raw) == 0) return CmEventPtr(raw);
-        if (errno != EAGAIN && errno != EWOULDBLOCK) {
-            fail_errno(err, errno, "rdma_get_cm_event");
-            return nullptr;
+        if (rdma_get_cm_event(channel, &raw) == 0) {
+            event.reset(raw);
+            return true;
         }
-        pollfd p{channel->fd, POLLIN, 0};
-        const int rc = poll(&p, 1, ms_until(deadline));
-        if (rc == 0) {
-            fail(err, ETIMEDOUT, fmt::format("timed out waiting for {}", awaited));
-            return nullptr;
-        }
-        if (rc < 0 && errno != EINTR) {
-            fail_errno(err, errno, "poll(rdma_cm channel)");
-            return nullptr;
-        }
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+        if (errno != EINTR) return fail_errno(err, errno, "rdma_get_cm_event");
     }
 }
 
-bool expect_cm_event(rdma_event_channel* channel, rdma_cm_event_type expected,
-                     SetupClock::time_point deadline, const std::string& what, Error& err) {
+bool unexpected_cm_event(const rdma_cm_event& event, rdma_cm_event_type expected, const std::string& what,
+                         Error& err) {
+    int code = ECONNREFUSED;
+    if (event.event == RDMA_CM_EVENT_ADDR_ERROR || event.event == RDMA_CM_EVENT_ROUTE_ERROR ||
+        event.event == RDMA_CM_EVENT_UNREACHABLE)
+        code = EHOSTUNREACH;
+    return fail(err, code,
+                fmt::format("{}: got {} (status {}) instead of {}", what, rdma_event_str(event.event), event.status,
+                            rdma_event_str(expected)));
+}
+
+bool cm_timeout(rdma_cm_event_type awaited, const std::string& what, Error& err) {
+    return fail(err, ETIMEDOUT, fmt::format("{}: timed out waiting for {}", what, rdma_event_str(awaited)));
+}
+
+CmEventPtr next_cm_event(rdma_event_channel* channel, Deadline deadline, const char* awaited, Error& err) {
+    for (;;) {
+        CmEventPtr event;
+        if (!take_cm_event(channel, event, err)) return nullptr;
+        if (event) return event;
+        if (passed(deadline)) {
+            fail(err, ETIMEDOUT, fmt::format("timed out waiting for {}", awaited));
+            return nullptr;
+        }
+        if (!wait_for(Want::one(channel->fd, POLLIN), deadline, err)) return nullptr;
+    }
+}
+
+bool expect_cm_event(rdma_event_channel* channel, rdma_cm_event_type expected, Deadline deadline,
+                     const std::string& what, Error& err) {
     const CmEventPtr event = next_cm_event(channel, deadline, rdma_event_str(expected), err);
     if (!event) {
         err.message = what + ": " + err.message;
         return false;
     }
-    if (event->event == expected) return true;
-    int code = ECONNREFUSED;
-    if (event->event == RDMA_CM_EVENT_ADDR_ERROR || event->event == RDMA_CM_EVENT_ROUTE_ERROR ||
-        event->event == RDMA_CM_EVENT_UNREACHABLE)
-        code = EHOSTUNREACH;
-    return fail(err, code,
-                fmt::format("{}: got {} (status {}) instead of {}", what, rdma_event_str(event->event),
-                            event->status, rdma_event_str(expected)));
+    return event->event == expected || unexpected_cm_event(*event, expected, what, err);
+}
+
+rdma_conn_param connection_parameters() {
+    rdma_conn_param p{};
+    p.responder_resources = 0;  // no RDMA READ in this protocol
+    p.initiator_depth = 0;
+    p.retry_count = kRetryCount;
+    p.rnr_retry_count = kRnrRetryCount;
+    return p;
 }
 
 std::string format_address(const sockaddr* addr) {

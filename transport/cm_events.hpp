@@ -1,35 +1,49 @@
-// Small rdma_cm helpers shared by the active and passive setup paths.
+// Small rdma_cm helpers shared by the active and passive setup steps.
 #pragma once
 
 #include <sys/socket.h>
 
-#include <chrono>
 #include <string>
 
 #include "transport/error.hpp"
+#include "transport/setup_step.hpp"
 #include "transport/verbs_raii.hpp"
 
 namespace pg_rdma::transport {
 
-using SetupClock = std::chrono::steady_clock;
-
-// A new event channel whose fd is non-blocking (Stream polls it).
+// A new event channel whose fd is non-blocking: setup steps and Stream
+// take events from it without ever waiting.
 CmChannelPtr make_cm_channel(Error& err);
 
-// Waits for the next event on `channel` until `deadline`; nullptr on timeout
-// (err says ETIMEDOUT and what was awaited) or failure.
-CmEventPtr next_cm_event(rdma_event_channel* channel, SetupClock::time_point deadline,
-                         const char* awaited, Error& err);
+// Takes the next event on `channel` into `event` if one is there, leaving
+// it empty when there is none yet (wait for POLLIN on channel->fd). False,
+// with `err`, only when rdma_get_cm_event failed.
+bool take_cm_event(rdma_event_channel* channel, CmEventPtr& event, Error& err);
 
-// Waits for `expected`; any other event is a failure described in `err`.
-bool expect_cm_event(rdma_event_channel* channel, rdma_cm_event_type expected,
-                     SetupClock::time_point deadline, const std::string& what, Error& err);
+// Describes an event that is not the `expected` one as a failure of `what`:
+// EHOSTUNREACH for address, route and reachability errors, ECONNREFUSED for
+// the rest (a rejection, a peer that went away). Always returns false.
+bool unexpected_cm_event(const rdma_cm_event& event, rdma_cm_event_type expected, const std::string& what,
+                         Error& err);
+
+// Fails with ETIMEDOUT: `what` timed out waiting for `awaited`. Returns false.
+bool cm_timeout(rdma_cm_event_type awaited, const std::string& what, Error& err);
+
+// Blocking forms, for tests and tools that drive rdma_cm by hand (setup
+// itself never waits inside a step). next_cm_event waits for the next event
+// until `deadline` (nullptr with ETIMEDOUT naming `awaited`, or a failure);
+// a signal is not a timeout. expect_cm_event wants `expected` and describes
+// any other event as unexpected_cm_event does.
+CmEventPtr next_cm_event(rdma_event_channel* channel, Deadline deadline, const char* awaited, Error& err);
+bool expect_cm_event(rdma_event_channel* channel, rdma_cm_event_type expected, Deadline deadline,
+                     const std::string& what, Error& err);
+
+// Parameters both sides connect and accept with.
+rdma_conn_param connection_parameters();
 
 // "10.0.0.1:5432" / "[::1]:5432".
 std::string format_address(const sockaddr* addr);
 // Same IP address, port ignored; an IPv4-mapped IPv6 address equals its IPv4 one.
 bool same_ip(const sockaddr* a, const sockaddr* b);
-
-int ms_until(SetupClock::time_point deadline);
 
 }  // namespace pg_rdma::transport

@@ -28,10 +28,7 @@ std::size_t Endpoint::pinned_bytes(const Settings& s) { return s.rx_buffer_size 
 
 std::unique_ptr<Endpoint> Endpoint::create(CmChannelPtr channel, CmIdPtr id, const Settings& settings,
                                            Error& err) {
-    if (const auto problem = settings_problem(settings); !problem.empty()) {
-        fail(err, EINVAL, "invalid transport settings: " + std::string(problem));
-        return nullptr;
-    }
+    if (!check_settings(settings, err)) return nullptr;
     if (!check_memlock(pinned_bytes(settings), err)) return nullptr;
     std::unique_ptr<Endpoint> ep(new Endpoint(settings));
     ep->cm_channel_ = std::move(channel);

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "transport/event_set.hpp"
+#include "transport/settings.hpp"
 
 namespace pg_rdma::transport {
 
@@ -35,6 +36,12 @@ std::string descriptor_exhaustion_hint(int code) {
     return fmt::format(" (this process may open {} descriptors and each RDMA connection needs {} besides its "
                        "TCP socket: raise the limit, e.g. ulimit -n {}, or LimitNOFILE= in the systemd unit)",
                        lim.rlim_cur, kDescriptorsPerConnection, lim.rlim_max);
+}
+
+bool check_settings(const Settings& s, Error& err) {
+    const std::string_view problem = settings_problem(s);
+    if (problem.empty()) return true;
+    return fail(err, EINVAL, "invalid transport settings: " + std::string(problem));
 }
 
 bool check_descriptor_headroom(int needed, Error& err) {

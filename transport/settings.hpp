@@ -42,6 +42,13 @@ struct Settings {
     // adaptive_spin.hpp); idle sessions spin only busy_poll. 0 disables.
     std::chrono::microseconds busy_poll{50};
     std::chrono::microseconds busy_poll_max{500};
+    // Whether a client follows an upgrade reply naming another address than
+    // its TCP peer. The reply travels in clear before any TLS, so whoever
+    // can alter it could otherwise move the whole session to a host of
+    // their choosing. Turn on only where the TCP peer is not the server
+    // itself (a TCP proxy or port forwarder in front of PostgreSQL) and the
+    // path to it is trusted.
+    bool allow_redirect = false;
 };
 
 // Limits of the settings that are not the protocol's (protocol/control.hpp).
@@ -82,6 +89,10 @@ constexpr std::string_view settings_problem(const Settings& s) {
 }
 
 static_assert(settings_problem(Settings{}).empty(), "the default settings must be valid");
+
+struct Error;
+// Fails with EINVAL and "invalid transport settings: <problem>" (error.hpp).
+bool check_settings(const Settings& s, Error& err);
 static_assert(Settings{}.rx_buffer_size + Settings{}.tx_buffer_size <= 512 * 1024,
               "the defaults must stay under the 512 KiB a backend may pin per connection");
 

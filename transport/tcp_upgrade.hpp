@@ -1,8 +1,8 @@
 // Moving a session from its TCP connection onto RDMA (protocol/upgrade.hpp
 // has the bytes), and what happens when that is not possible.
 //
-// The caller chooses the Mode; these functions report one of three outcomes,
-// and never leave the TCP connection in an unknown state:
+// The caller chooses the Mode; the upgrade reports one of these outcomes,
+// and never leaves the TCP connection in an unknown state:
 //   Rdma       - the session continues on `connection`; the TCP socket stays
 //                open and idle (it is the session's identity for the server)
 //   TcpSame    - the session continues on the same TCP connection, as if the
@@ -13,28 +13,46 @@
 //   Failed     - Mode::Require and RDMA was not possible, or the TCP
 //                connection itself broke
 // In every outcome but Rdma, `error` says why RDMA was not used, for a log line.
+//
+// Each side comes as resumable steps (ClientUpgrade, ServerUpgrade, driven
+// as setup_step.hpp says) and as a blocking call over them. The whole
+// upgrade, RDMA connection and handshake included, is bounded by one
+// deadline: settings.connect_timeout from the object's construction (from
+// the call, for the blocking forms); give the setup less by lowering it.
+// Destroying an upgrade object at any step abandons the upgrade and
+// releases everything it made; the TCP socket is the caller's and stays
+// open, in a state only fit for closing.
 #pragma once
 
 #include <sys/socket.h>
 #include <sys/types.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 
+#include "protocol/upgrade.hpp"
 #include "transport/connection.hpp"
 #include "transport/error.hpp"
 #include "transport/settings.hpp"
+#include "transport/setup_step.hpp"
 
 namespace pg_rdma::transport {
 
+class Acceptor;
+class Connector;
+class Listener;
+
 // Raw I/O on the TCP socket. The server extension interposes send/recv in
-// the backend, so it passes the real ones here.
+// the backend, so it passes the real ones here. Steps call them with
+// MSG_DONTWAIT, so they never wait even on a blocking socket.
 struct TcpIo {
     ssize_t (*send)(int, const void*, std::size_t, int) = ::send;
     ssize_t (*recv)(int, void*, std::size_t, int) = ::recv;
 };
 
 enum class UpgradeOutcome { Rdma, TcpSame, TcpReconnect, Failed };
-const char* to_string(UpgradeOutcome outcome);
+const char* to_string(UpgradeOutcome outcome) noexcept;
 
 struct UpgradeResult {
     UpgradeOutcome outcome = UpgradeOutcome::Failed;
@@ -42,16 +60,115 @@ struct UpgradeResult {
     Error error;                             // why not Rdma
 };
 
-// Client side: call right after the TCP connection is established, before
-// anything else is sent on it. Works on blocking and non-blocking sockets;
-// waits at most settings.connect_timeout.
-UpgradeResult upgrade_client(int tcp_fd, Mode mode, const Settings& settings, const TcpIo& io = {});
+// Client side: construct right after the TCP connection is established,
+// before anything else is sent on it, and call step() at once. It binds the
+// RDMA connection to the TCP connection's local address (so a multi-homed
+// client reaches the server from the address the server knows it by) and
+// refuses a reply that names another address than the TCP peer unless
+// settings.allow_redirect says otherwise; a refusal falls back per `mode`,
+// the server seeing the client continue on TCP.
+class ClientUpgrade {
+public:
+    enum class Stage { SendingRequest, AwaitingReply, Connecting, Done };
 
-// Server side: call once classify_first_packet() recognised the request
-// (its 8 bytes consumed). Declines ('N') when this end cannot do RDMA, and
-// accepts only an RDMA connection from the TCP peer's IP with the nonce it
-// sent. If the client gives up on RDMA and talks on TCP instead, returns
-// TcpSame without consuming those bytes.
-UpgradeResult upgrade_server(int tcp_fd, const Settings& settings, const TcpIo& io = {});
+    ClientUpgrade(int tcp_fd, Mode mode, const Settings& settings, const TcpIo& io = {}) noexcept;
+    ~ClientUpgrade();
+    ClientUpgrade(const ClientUpgrade&) = delete;
+    ClientUpgrade& operator=(const ClientUpgrade&) = delete;
+
+    // InProgress or Done, never Failed: a failed upgrade is an outcome of
+    // the result. Done: take_result().
+    StepStatus step() noexcept;
+    // Always exactly one descriptor: the TCP socket, then the RDMA setup's.
+    [[nodiscard]] Want want() const noexcept;
+    [[nodiscard]] Deadline deadline() const noexcept { return deadline_; }
+    [[nodiscard]] Stage stage() const noexcept { return stage_; }
+    // The result once step() said Done (moved out: call once).
+    UpgradeResult take_result() noexcept { return std::move(result_); }
+
+private:
+    StepStatus advance();
+    StepStatus send_request();
+    StepStatus receive_reply();
+    StepStatus on_reply();
+    StepStatus connect_rdma();
+    StepStatus finish(UpgradeOutcome outcome, Error why) noexcept;
+    StepStatus fall_back(UpgradeOutcome prefer_outcome, Error why) noexcept;
+
+    int fd_;
+    Mode mode_;
+    Settings settings_;
+    TcpIo io_;
+    Deadline deadline_;
+    Stage stage_ = Stage::SendingRequest;
+    bool started_ = false;
+    sockaddr_storage local_{};  // the TCP connection's, port 0: the RDMA source
+    sockaddr_storage peer_{};
+    protocol::UpgradeRequestBytes request_{};
+    std::size_t request_sent_ = 0;
+    protocol::UpgradeAcceptBytes reply_{};
+    std::size_t reply_received_ = 0;
+    std::unique_ptr<Connector> connector_;
+    UpgradeResult result_;
+};
+
+// Server side: construct once classify_first_packet() recognised the
+// request (its 8 bytes consumed), and call step() at once. Declines ('N')
+// when this end cannot do RDMA, and accepts only an RDMA connection from
+// the TCP peer's IP with the nonce it sent. If the client gives up on RDMA
+// and talks on TCP instead (or closes), returns TcpSame without consuming
+// those bytes.
+class ServerUpgrade {
+public:
+    enum class Stage { Replying, AwaitingClient, Done };
+
+    ServerUpgrade(int tcp_fd, const Settings& settings, const TcpIo& io = {}) noexcept;
+    ~ServerUpgrade();
+    ServerUpgrade(const ServerUpgrade&) = delete;
+    ServerUpgrade& operator=(const ServerUpgrade&) = delete;
+
+    // InProgress or Done, never Failed: a failed upgrade is an outcome of
+    // the result. Done: take_result().
+    StepStatus step() noexcept;
+    // The TCP socket while replying; then the RDMA setup's descriptor and
+    // the TCP socket (readable: the client gave up on RDMA).
+    [[nodiscard]] Want want() const noexcept;
+    [[nodiscard]] Deadline deadline() const noexcept { return deadline_; }
+    [[nodiscard]] Stage stage() const noexcept { return stage_; }
+    // The result once step() said Done (moved out: call once).
+    UpgradeResult take_result() noexcept { return std::move(result_); }
+
+private:
+    StepStatus advance();
+    void prepare_reply();
+    bool open_endpoint(protocol::Nonce& nonce, Error& err);
+    StepStatus send_reply();
+    StepStatus await_client();
+    StepStatus finish(UpgradeOutcome outcome, Error why) noexcept;
+
+    int fd_;
+    Settings settings_;
+    TcpIo io_;
+    Deadline deadline_;
+    Stage stage_ = Stage::Replying;
+    bool started_ = false;
+    // 'R' and the endpoint, or a lone 'N'; sent from reply_[0].
+    protocol::UpgradeAcceptBytes reply_{};
+    std::size_t reply_size_ = 0;
+    std::size_t reply_sent_ = 0;
+    Error decline_reason_;  // set when the reply is 'N'
+    // Declared before the acceptor, which borrows it: destroyed after it.
+    std::unique_ptr<Listener> listener_;
+    std::unique_ptr<Acceptor> acceptor_;
+    UpgradeResult result_;
+};
+
+// Blocking forms: step to the end, waiting on want() in between; a signal
+// is no reason to stop (EINTR keeps waiting, only the deadline ends it).
+UpgradeResult upgrade_client(int tcp_fd, Mode mode, const Settings& settings, const TcpIo& io = {}) noexcept;
+UpgradeResult upgrade_server(int tcp_fd, const Settings& settings, const TcpIo& io = {}) noexcept;
+
+const char* to_string(ClientUpgrade::Stage stage) noexcept;
+const char* to_string(ServerUpgrade::Stage stage) noexcept;
 
 }  // namespace pg_rdma::transport

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "peer_process.hpp"
+#include "tcp_peer.hpp"
 #include "protocol/upgrade.hpp"
 #include "transport/tcp_upgrade.hpp"
 
@@ -23,39 +24,6 @@ using transport::UpgradeOutcome;
 namespace {
 
 constexpr char kHello[] = "hello over tcp";  // what a client says after falling back
-
-struct TcpListener {
-    int fd = -1;
-    std::uint16_t port = 0;
-    TcpListener() {
-        fd = socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in a = rdma_address(0);
-        socklen_t len = sizeof a;
-        if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(fd, 4) != 0 ||
-            getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-            throw std::runtime_error("TCP listener setup failed");
-        port = ntohs(a.sin_port);
-    }
-    ~TcpListener() { close(fd); }
-    int accept_one() const { return ::accept(fd, nullptr, nullptr); }
-};
-
-int tcp_connect(std::uint16_t port) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a = rdma_address(port);
-    return connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 ? fd : -1;
-}
-
-bool read_fully(int fd, void* buf, std::size_t n) {
-    auto* p = static_cast<std::uint8_t*>(buf);
-    while (n > 0) {
-        const ssize_t r = recv(fd, p, n, 0);
-        if (r <= 0) return false;
-        p += r;
-        n -= static_cast<std::size_t>(r);
-    }
-    return true;
-}
 
 // Exit codes the client child reports its outcome with.
 int code_of(UpgradeOutcome o) { return 10 + static_cast<int>(o); }

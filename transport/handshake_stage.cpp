@@ -1,0 +1,32 @@
+#include "transport/handshake_stage.hpp"
+
+#include <cerrno>
+
+namespace pg_rdma::transport {
+
+bool HandshakeStage::start(std::unique_ptr<Endpoint> endpoint, Role role, Error& err) {
+    stream_ = Stream::start(std::move(endpoint), role, err);
+    return stream_ != nullptr;
+}
+
+StepStatus HandshakeStage::step(Deadline deadline, Error& err) {
+    switch (stream_->handshake_step(err)) {
+        case Stream::SetupStep::Done:
+            connection_ = std::make_unique<Connection>(std::move(stream_));
+            return StepStatus::Done;
+        case Stream::SetupStep::Failed:
+            stream_.reset();
+            return StepStatus::Failed;
+        case Stream::SetupStep::InProgress: break;
+    }
+    if (!passed(deadline)) return StepStatus::InProgress;
+    constexpr const char* kWhy = "timed out waiting for the peer's handshake messages";
+    stream_->abandon_handshake(kWhy);
+    stream_.reset();
+    fail(err, ETIMEDOUT, std::string("RDMA handshake failed: ") + kWhy);
+    return StepStatus::Failed;
+}
+
+int HandshakeStage::fd() const { return stream_ ? stream_->fd() : -1; }
+
+}  // namespace pg_rdma::transport

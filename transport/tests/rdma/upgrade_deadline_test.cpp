@@ -1,0 +1,138 @@
+// The whole upgrade, on either side, is bounded by one connect_timeout: a
+// peer that stalls at any point costs at most that long, never a fresh
+// timeout per stage (the server used to wait up to twice connect_timeout).
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "peer_process.hpp"
+#include "tcp_peer.hpp"
+#include "transport/connector.hpp"
+#include "transport/tcp_upgrade.hpp"
+
+using namespace pg_rdma::test;
+namespace transport = pg_rdma::transport;
+namespace protocol = pg_rdma::protocol;
+using transport::Mode;
+using transport::UpgradeOutcome;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kTimeout = 3000ms;  // connect_timeout in these tests
+// What a bounded setup may take past its deadline: the last step and the
+// teardown, on an emulated CPU shared with other guests.
+constexpr auto kSlack = 1000ms;
+// When the stalling peer makes its late move: late enough that a fresh
+// timeout for the next stage would overrun kTimeout + kSlack.
+constexpr auto kLateMove = 1800ms;
+constexpr unsigned kStallSeconds = 60;  // a stalled peer's silence; it is killed long before
+
+Settings with_timeout() {
+    Settings s;
+    s.connect_timeout = kTimeout;
+    return s;
+}
+
+// Serves the upgrade on the next connection; how long upgrade_server took.
+double serve_one(const TcpListener& tcp, transport::UpgradeResult& result) {
+    const int fd = tcp.accept_one();
+    REQUIRE(fd >= 0);
+    REQUIRE(read_upgrade_request(fd));
+    const auto start = Clock::now();
+    result = transport::upgrade_server(fd, with_timeout());
+    const double took = ms_between(start, Clock::now());
+    close(fd);
+    return took;
+}
+
+constexpr double ms(std::chrono::milliseconds d) { return static_cast<double>(d.count()); }
+
+}  // namespace
+
+TEST_CASE("a client that reads the reply and never connects over RDMA costs the server one connect_timeout",
+          "[rdma][deadline]") {
+    TcpListener tcp;
+    PeerProcess client([&]() -> int {
+        const int fd = tcp_connect(tcp.port);
+        protocol::UpgradeAcceptBytes reply{};
+        if (fd < 0 || !request_and_read_accept(fd, reply)) return 90;
+        sleep(kStallSeconds);
+        return 0;
+    });
+    transport::UpgradeResult result;
+    const double took = serve_one(tcp, result);
+    INFO(result.error.message << "; took " << took << " ms");
+    CHECK(result.outcome == UpgradeOutcome::TcpSame);
+    CHECK(result.error.code == ETIMEDOUT);
+    CHECK(took >= ms(kTimeout));
+    CHECK(took < ms(kTimeout + kSlack));
+}
+
+TEST_CASE("a client that connects over RDMA late and never completes the handshake costs the server one "
+          "connect_timeout",
+          "[rdma][deadline]") {
+    TcpListener tcp;
+    PeerProcess client([&]() -> int {
+        const int fd = tcp_connect(tcp.port);
+        protocol::UpgradeAcceptBytes bytes{};
+        if (fd < 0 || !request_and_read_accept(fd, bytes)) return 90;
+        const auto reply = protocol::decode_upgrade_reply(bytes);
+        if (!reply.is_ok()) return 91;
+        usleep(static_cast<useconds_t>(std::chrono::microseconds(kLateMove).count()));
+        const sockaddr_in dst = rdma_address(reply.value.endpoint.port);
+        transport::Error err;
+        auto connector = transport::Connector::start(reinterpret_cast<const sockaddr*>(&dst), nullptr,
+                                                     reply.value.endpoint.nonce, Settings{},
+                                                     transport::SetupClock::now() + 30s, err);
+        if (!connector) return 92;
+        // Connected and the handshake begun: from here on it never steps
+        // again, so the server never gets its RX ring announcement.
+        while (connector->stage() != transport::Connector::Stage::Handshaking) {
+            if (connector->step(err) != transport::StepStatus::InProgress) return 93;
+            if (!transport::wait_for(connector->want(), connector->deadline(), err)) return 94;
+        }
+        sleep(kStallSeconds);
+        return 0;
+    });
+    transport::UpgradeResult result;
+    const double took = serve_one(tcp, result);
+    INFO(result.error.message << "; took " << took << " ms");
+    CHECK(result.outcome == UpgradeOutcome::TcpSame);
+    CHECK(result.error.code == ETIMEDOUT);
+    CHECK_THAT(result.error.message, Catch::Contains("handshake"));
+    CHECK(took < ms(kTimeout + kSlack));
+}
+
+TEST_CASE("a server that replies late and never accepts over RDMA costs the client one connect_timeout",
+          "[rdma][deadline]") {
+    TcpListener tcp;
+    PeerProcess client([&]() -> int {
+        const int fd = tcp_connect(tcp.port);
+        if (fd < 0) return 90;
+        const auto start = Clock::now();
+        const auto result = transport::upgrade_client(fd, Mode::Prefer, with_timeout());
+        const double took = ms_between(start, Clock::now());
+        std::fprintf(stderr, "client: %s after %.0f ms: %s\n", transport::to_string(result.outcome), took,
+                     result.error.message.c_str());
+        if (result.outcome != UpgradeOutcome::TcpSame || result.error.code != ETIMEDOUT) return 91;
+        return took < ms(kTimeout + kSlack) ? 0 : 92;
+    });
+    const int fd = tcp.accept_one();
+    REQUIRE(read_upgrade_request(fd));
+    usleep(static_cast<useconds_t>(std::chrono::microseconds(kLateMove).count()));
+    // A real endpoint, so the client's connection request reaches a
+    // listener, which then never accepts it.
+    const sockaddr_in at = rdma_address(0);
+    transport::Error err;
+    auto listener = transport::Listener::create(reinterpret_cast<const sockaddr*>(&at), Settings{}, err);
+    REQUIRE(listener);
+    const sockaddr_storage bound = listener->local_address();
+    const auto reply = accept_reply(*reinterpret_cast<const sockaddr_in*>(&bound), test_nonce());
+    REQUIRE(send_fully(fd, reply.data(), reply.size()));
+    CHECK(client.wait() == 0);
+    close(fd);
+}

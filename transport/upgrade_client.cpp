@@ -1,0 +1,176 @@
+// The client's side of the upgrade as steps (see tcp_upgrade.hpp):
+// request, reply, then an RDMA Connector from the TCP connection's local
+// address to the endpoint the reply names.
+#include <cerrno>
+
+#include <fmt/format.h>
+
+#include "transport/cm_events.hpp"
+#include "transport/connector.hpp"
+#include "transport/rdma_setup.hpp"
+#include "transport/tcp_upgrade.hpp"
+#include "transport/upgrade_io.hpp"
+
+namespace pg_rdma::transport {
+
+ClientUpgrade::ClientUpgrade(int tcp_fd, Mode mode, const Settings& settings, const TcpIo& io) noexcept
+    : fd_(tcp_fd), mode_(mode), settings_(settings), io_(io), deadline_(SetupClock::now() + settings.connect_timeout) {}
+
+ClientUpgrade::~ClientUpgrade() = default;
+
+StepStatus ClientUpgrade::step() noexcept {
+    try {
+        return advance();
+    } catch (...) {
+        Error err;
+        fail_from_exception(err, "ClientUpgrade::step");
+        connector_.reset();
+        return finish(UpgradeOutcome::Failed, std::move(err));
+    }
+}
+
+StepStatus ClientUpgrade::advance() {
+    if (stage_ == Stage::Done) return StepStatus::Done;
+    if (!started_) {
+        started_ = true;
+        Error err;
+        // Nothing is sent yet: the session simply stays on TCP.
+        if (!rdma_usable(settings_, err) || !tcp_addresses(fd_, local_, peer_, err))
+            return fall_back(UpgradeOutcome::TcpSame, std::move(err));
+        request_ = protocol::encode_upgrade_request();
+    }
+    switch (stage_) {
+        case Stage::SendingRequest: return send_request();
+        case Stage::AwaitingReply: return receive_reply();
+        case Stage::Connecting: return connect_rdma();
+        case Stage::Done: break;
+    }
+    return StepStatus::Done;
+}
+
+namespace {
+
+// What an unfinished exchange on the TCP connection means at `deadline`.
+bool tcp_timed_out(Deadline deadline, Error& err) {
+    if (!passed(deadline)) return false;
+    fail(err, ETIMEDOUT, "timed out on the TCP connection during the RDMA upgrade");
+    return true;
+}
+
+}  // namespace
+
+StepStatus ClientUpgrade::send_request() {
+    Error err;
+    switch (send_some(fd_, io_, request_, request_sent_, err)) {
+        case IoStatus::Done: stage_ = Stage::AwaitingReply; return receive_reply();
+        case IoStatus::Wait:
+            if (!tcp_timed_out(deadline_, err)) return StepStatus::InProgress;
+            return finish(UpgradeOutcome::Failed, std::move(err));
+        case IoStatus::Failed: break;
+    }
+    // A server that closes on our request without a word is not ours.
+    if (err.code == ECONNRESET) return fall_back(UpgradeOutcome::TcpReconnect, std::move(err));
+    return finish(UpgradeOutcome::Failed, std::move(err));
+}
+
+StepStatus ClientUpgrade::receive_reply() {
+    Error err;
+    if (reply_received_ == 0) {
+        // The tag alone first: after 'N' or 'E' the bytes that follow are
+        // not part of our exchange.
+        switch (recv_some(fd_, io_, std::span(reply_).first(1), reply_received_, err)) {
+            case IoStatus::Done: break;
+            case IoStatus::Wait:
+                if (!tcp_timed_out(deadline_, err)) return StepStatus::InProgress;
+                return finish(UpgradeOutcome::Failed, std::move(err));
+            case IoStatus::Failed:
+                if (err.code == ECONNRESET) return fall_back(UpgradeOutcome::TcpReconnect, std::move(err));
+                return finish(UpgradeOutcome::Failed, std::move(err));
+        }
+        switch (reply_[0]) {
+            case protocol::kReplyAccept: break;
+            case protocol::kReplyDecline:
+                fail(err, ECONNREFUSED, "the server declined RDMA for this session (its log says why)");
+                return fall_back(UpgradeOutcome::TcpSame, std::move(err));
+            case protocol::kReplyError:
+                fail(err, EPROTONOSUPPORT,
+                     "the server does not support RDMA sessions (is pg_rdma in its shared_preload_libraries "
+                     "and pg_rdma.listen_addresses set?)");
+                return fall_back(UpgradeOutcome::TcpReconnect, std::move(err));
+            default:
+                fail(err, EPROTO, fmt::format("unexpected reply 0x{:02x} to the RDMA upgrade request", reply_[0]));
+                return fall_back(UpgradeOutcome::TcpReconnect, std::move(err));
+        }
+    }
+    switch (recv_some(fd_, io_, reply_, reply_received_, err)) {
+        case IoStatus::Done: return on_reply();
+        case IoStatus::Wait:
+            if (!tcp_timed_out(deadline_, err)) return StepStatus::InProgress;
+            break;
+        case IoStatus::Failed: break;
+    }
+    return finish(UpgradeOutcome::Failed, std::move(err));
+}
+
+StepStatus ClientUpgrade::on_reply() {
+    Error err;
+    const auto reply = protocol::decode_upgrade_reply(reply_);
+    if (!reply.is_ok() || reply.value.kind != protocol::ReplyKind::Accept) {
+        fail(err, EPROTO, fmt::format("malformed RDMA upgrade reply from the server: {}", reply.error));
+        return fall_back(UpgradeOutcome::TcpReconnect, std::move(err));
+    }
+    // From here on a failure leaves the server waiting for RDMA or for our
+    // next TCP bytes: continuing on TCP is always possible (TcpSame).
+    const sockaddr_storage dst = endpoint_address(reply.value.endpoint);
+    if (!settings_.allow_redirect && !same_ip(as_sockaddr(dst), as_sockaddr(peer_))) {
+        fail(err, EPERM,
+             fmt::format("refused the server's RDMA endpoint {}: it is not the address of the TCP peer {} "
+                         "(allow_redirect permits that, for a server behind a TCP proxy)",
+                         format_address(as_sockaddr(dst)), format_address(as_sockaddr(peer_))));
+        return fall_back(UpgradeOutcome::TcpSame, std::move(err));
+    }
+    // A redirect to another address family cannot use our TCP source.
+    const sockaddr* src = dst.ss_family == local_.ss_family ? as_sockaddr(local_) : nullptr;
+    connector_ = Connector::start(as_sockaddr(dst), src, reply.value.endpoint.nonce, settings_, deadline_, err);
+    if (!connector_) return fall_back(UpgradeOutcome::TcpSame, std::move(err));
+    stage_ = Stage::Connecting;
+    return connect_rdma();
+}
+
+StepStatus ClientUpgrade::connect_rdma() {
+    Error err;
+    switch (connector_->step(err)) {
+        case StepStatus::InProgress: return StepStatus::InProgress;
+        case StepStatus::Done:
+            result_.connection = connector_->take_connection();
+            connector_.reset();
+            return finish(UpgradeOutcome::Rdma, {});
+        case StepStatus::Failed: break;
+    }
+    connector_.reset();
+    // The server sees our next TCP bytes and gives up too.
+    return fall_back(UpgradeOutcome::TcpSame, std::move(err));
+}
+
+StepStatus ClientUpgrade::finish(UpgradeOutcome outcome, Error why) noexcept {
+    stage_ = Stage::Done;
+    result_.outcome = outcome;
+    result_.error = std::move(why);
+    return StepStatus::Done;
+}
+
+StepStatus ClientUpgrade::fall_back(UpgradeOutcome prefer_outcome, Error why) noexcept {
+    return finish(mode_ == Mode::Prefer ? prefer_outcome : UpgradeOutcome::Failed, std::move(why));
+}
+
+Want ClientUpgrade::want() const noexcept {
+    switch (stage_) {
+        case Stage::SendingRequest: return Want::one(fd_, POLLOUT);
+        case Stage::AwaitingReply: return Want::one(fd_, POLLIN);
+        case Stage::Connecting: return connector_->want();
+        case Stage::Done: break;
+    }
+    return Want::none();
+}
+
+}  // namespace pg_rdma::transport

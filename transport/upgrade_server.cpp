@@ -1,0 +1,132 @@
+// The server's side of the upgrade as steps (see tcp_upgrade.hpp): a
+// listener on the TCP connection's local address, the 'R' reply (or 'N'),
+// then an Acceptor, while the TCP socket tells whether the client gave up.
+#include <poll.h>
+
+#include <cerrno>
+
+#include "transport/acceptor.hpp"
+#include "transport/rdma_setup.hpp"
+#include "transport/tcp_upgrade.hpp"
+#include "transport/upgrade_io.hpp"
+
+namespace pg_rdma::transport {
+
+ServerUpgrade::ServerUpgrade(int tcp_fd, const Settings& settings, const TcpIo& io) noexcept
+    : fd_(tcp_fd), settings_(settings), io_(io), deadline_(SetupClock::now() + settings.connect_timeout) {}
+
+ServerUpgrade::~ServerUpgrade() = default;
+
+StepStatus ServerUpgrade::step() noexcept {
+    try {
+        return advance();
+    } catch (...) {
+        Error err;
+        fail_from_exception(err, "ServerUpgrade::step");
+        // Once 'R' is out the client can always continue on TCP; before,
+        // the exchange is in an unknown state.
+        const bool replied = stage_ == Stage::AwaitingClient;
+        return finish(replied ? UpgradeOutcome::TcpSame : UpgradeOutcome::Failed, std::move(err));
+    }
+}
+
+StepStatus ServerUpgrade::advance() {
+    if (stage_ == Stage::Done) return StepStatus::Done;
+    if (!started_) {
+        started_ = true;
+        prepare_reply();
+    }
+    return stage_ == Stage::Replying ? send_reply() : await_client();
+}
+
+void ServerUpgrade::prepare_reply() {
+    Error err;
+    protocol::Nonce nonce{};
+    if (open_endpoint(nonce, err)) {
+        reply_ = protocol::encode_upgrade_accept(describe_endpoint(listener_->local_address(), nonce));
+        reply_size_ = reply_.size();
+        return;
+    }
+    acceptor_.reset();
+    listener_.reset();
+    reply_[0] = protocol::kReplyDecline;
+    reply_size_ = 1;
+    decline_reason_ = std::move(err);
+}
+
+bool ServerUpgrade::open_endpoint(protocol::Nonce& nonce, Error& err) {
+    // The endpoint listens on the TCP connection's local address, so the
+    // client reaches it the way it reached us; it must come from the peer.
+    sockaddr_storage local{}, peer{};
+    if (!tcp_addresses(fd_, local, peer, err) || !rdma_usable(settings_, err)) return false;
+    listener_ = Listener::create(as_sockaddr(local), settings_, err);
+    if (!listener_) return false;
+    if (!protocol::generate_nonce(nonce)) return fail(err, EIO, "RAND_bytes failed to produce a nonce");
+    acceptor_ = Acceptor::start(*listener_, nonce, as_sockaddr(peer), deadline_, err);
+    return acceptor_ != nullptr;
+}
+
+StepStatus ServerUpgrade::send_reply() {
+    Error err;
+    switch (send_some(fd_, io_, std::span(reply_).first(reply_size_), reply_sent_, err)) {
+        case IoStatus::Done:
+            if (reply_[0] == protocol::kReplyDecline)
+                return finish(UpgradeOutcome::TcpSame, std::move(decline_reason_));
+            stage_ = Stage::AwaitingClient;
+            return await_client();
+        case IoStatus::Wait:
+            if (!passed(deadline_)) return StepStatus::InProgress;
+            fail(err, ETIMEDOUT, "timed out on the TCP connection during the RDMA upgrade");
+            break;
+        case IoStatus::Failed: break;
+    }
+    return finish(UpgradeOutcome::Failed, std::move(err));
+}
+
+namespace {
+
+// Bytes (or EOF) on the TCP socket while we wait for RDMA mean the client
+// gave up on it. Looked at, never read: they are the session's.
+bool tcp_readable(int fd) {
+    pollfd p{fd, POLLIN, 0};
+    return poll(&p, 1, 0) > 0 && p.revents != 0;
+}
+
+}  // namespace
+
+StepStatus ServerUpgrade::await_client() {
+    Error err;
+    switch (acceptor_->step(err)) {
+        case StepStatus::Done:
+            result_.connection = acceptor_->take_connection();
+            return finish(UpgradeOutcome::Rdma, {});
+        case StepStatus::Failed:
+            if (err.code == ETIMEDOUT)
+                err.message = "the client did not complete its RDMA connection in time: " + err.message;
+            return finish(UpgradeOutcome::TcpSame, std::move(err));
+        case StepStatus::InProgress: break;
+    }
+    if (!tcp_readable(fd_)) return StepStatus::InProgress;
+    fail(err, ECONNABORTED, "the client gave up on RDMA and continued on TCP");
+    return finish(UpgradeOutcome::TcpSame, std::move(err));
+}
+
+StepStatus ServerUpgrade::finish(UpgradeOutcome outcome, Error why) noexcept {
+    acceptor_.reset();
+    listener_.reset();
+    stage_ = Stage::Done;
+    result_.outcome = outcome;
+    result_.error = std::move(why);
+    return StepStatus::Done;
+}
+
+Want ServerUpgrade::want() const noexcept {
+    switch (stage_) {
+        case Stage::Replying: return Want::one(fd_, POLLOUT);
+        case Stage::AwaitingClient: return Want::plus(acceptor_->want(), fd_, POLLIN);
+        case Stage::Done: break;
+    }
+    return Want::none();
+}
+
+}  // namespace pg_rdma::transport
