@@ -1,4 +1,4 @@
-// How long read() busy-polls before it lets the caller sleep.
+// How long wait() busy-polls before the caller sleeps.
 //
 // Sleeping costs a wakeup (interrupt, scheduler, epoll) that can exceed the
 // round trip itself; spinning costs CPU. The spin adapts to how long waits

@@ -13,12 +13,17 @@
 #include <climits>
 #include <cstdlib>
 #include <new>
+#include <thread>
 #include <vector>
 
 #include "transport/stream.hpp"
 
 namespace pg_rdma::transport {
 namespace {
+
+// How a destructor waits for a call another thread is inside.
+constexpr Millis kDestructorGraceMs{100};
+constexpr Millis kDestructorRetryMs{1};
 
 // Connections this process owns, for the exit handler. Deliberately leaked:
 // it must outlive every static destructor that might run before atexit
@@ -81,6 +86,12 @@ pid_t current_pid() noexcept {
     return g_pid.load(std::memory_order_relaxed);
 }
 
+// Both made when the library is loaded, before the program can have threads:
+// created lazily, a fork could copy another thread's half-done static
+// initialisation (its guard held) into the child, which would then hang on
+// first use, and a fork before the first use would run without the hooks.
+[[maybe_unused]] const bool g_process_state_ready = (registry(), current_pid(), true);
+
 // Maps whatever escaped to errno: no exception leaves a Connection call.
 int errno_for_current_exception() noexcept {
     try {
@@ -114,22 +125,36 @@ private:
 
 Connection::Connection(std::unique_ptr<Stream> stream) noexcept
     : stream_(std::move(stream)), owner_pid_(current_pid()) {
-    register_connection(this);
+    // Without a registry entry there would be no exit drain for it: better
+    // an unusable connection (every call EBADF) than silently lost bytes.
+    if (!register_connection(this)) stream_.reset();
 }
 
 Connection::~Connection() {
     if (current_pid() == owner_pid_) {
-        // Wait out an exit drain that holds this connection (bounded by its
-        // deadline); then nobody else can be inside it.
-        in_use_.lock();
-        if (stream_) {
-            try {
-                stream_->close();
-            } catch (...) {
-            }
-            stream_.reset();
+        // Wait, bounded, for a call another thread is inside (or the exit
+        // drain holding it) to end. If it does not, leave the stream to the
+        // kernel rather than pull it from under that call (or deadlock on a
+        // call this very thread was interrupted in).
+        const auto give_up = std::chrono::steady_clock::now() +
+                             (stream_ ? stream_->close_drain_timeout() : Millis{0}) + kDestructorGraceMs;
+        bool held = in_use_.try_lock();
+        while (!held && std::chrono::steady_clock::now() < give_up) {
+            std::this_thread::sleep_for(kDestructorRetryMs);
+            held = in_use_.try_lock();
         }
-        in_use_.unlock();
+        if (held) {
+            if (stream_) {
+                try {
+                    stream_->close();
+                } catch (...) {
+                }
+                stream_.reset();
+            }
+            in_use_.unlock();
+        } else {
+            (void)stream_.release();
+        }
     } else {
         // A forked child inherited this object but not the right to use the
         // queue pair: destroying it through the shared verbs descriptor
@@ -179,7 +204,6 @@ int Connection::shutdown(int how) noexcept {
 }
 
 int Connection::close() noexcept {
-    if (!usable()) return 0;
     const Use use(*this);
     if (!use) return -1;
     int rc = 0;

@@ -31,17 +31,24 @@
 //            busy_poll, adaptive), which is where the spin belongs: only a
 //            caller about to sleep pays for it.
 //   fd()     one pollable descriptor, for callers that wait in their own
-//            poll/epoll. It turns readable (POLLIN on fd()) when readiness in
-//            the interest set is there (set_interest(), POLLIN by default;
-//            POLLOUT is added while a write that said EAGAIN waits), and also
-//            on internal events (completions, keepalive ticks) that may or
-//            may not make the connection ready: after a wakeup, call
-//            poll_events() (or just retry) and wait again.
+//            poll/epoll; it only ever turns readable (POLLIN on fd()), so say
+//            what you wait for with set_interest() (an interposer passes on
+//            the events its caller asked for). Without it, fd() signals POLLIN
+//            readiness, or POLLOUT readiness while a write that said EAGAIN
+//            waits. fd() also turns readable on internal events (completions,
+//            keepalive ticks: one wakeup per tick, i.e. two per keepalive
+//            interval on an idle connection) that may not make the connection
+//            ready: after a wakeup, call poll_events() or retry the I/O, and
+//            wait again. fd() may be any number, also above FD_SETSIZE:
+//            never select() on it.
 //   shutdown(SHUT_WR) sends Close after the bytes already written.
 //   close()  Close, then waits up to Settings::close_drain_timeout for every
-//            queued send to complete, then disconnects; -1 (ETIMEDOUT, or the
-//            connection's error) when bytes written were not acknowledged,
-//            i.e. may be lost. The destructor closes.
+//            queued send to complete, then disconnects; -1 when bytes written
+//            were not acknowledged by the peer's device, i.e. may be lost:
+//            ETIMEDOUT (no answer in time), ECONNRESET (the peer went away
+//            first) or the connection's error. EBADF when already closed or
+//            in a forked child. The destructor closes (waiting at most
+//            close_drain_timeout for a call another thread is inside).
 //
 // Bytes written are delivered even if the process exits without closing: an
 // exit handler drains every connection this process still owns, all at once
@@ -58,7 +65,15 @@
 // Fork: verbs resources belong to the process that created the connection.
 // In a forked child every call fails with EBADF (fd() is -1), destroying the
 // inherited object leaves the parent's queue pair alone, and the child's exit
-// handler does not touch it.
+// handler does not touch it. (A child made by fork() or posix_spawn; one made
+// by a raw clone() or _Fork(), which run no pthread_atfork handlers, is not
+// recognised as a child.)
+//
+// Signal handlers: a call from a handler that interrupted another call on
+// the same connection fails (EIO, above); one that interrupted anything else
+// runs the data path as any call would, which may allocate on error paths:
+// fine for PostgreSQL's handlers, which already risk that, not async-signal-
+// safe in the strict sense.
 #pragma once
 
 #include <sys/types.h>

@@ -5,11 +5,13 @@
 //   x 32 B = 388 KiB, under the 512 KiB budget a backend may pin.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <string_view>
 
 #include "protocol/control.hpp"
+#include "protocol/negotiation.hpp"
 
 namespace pg_rdma::transport {
 
@@ -29,17 +31,20 @@ struct Settings {
     Millis keepalive_interval{2'000};           // probe the peer after this much tx silence
     Millis keepalive_timeout{20'000};           // peer is dead after this much without evidence
     // Passive side's policy for what a peer may ask for during negotiation:
-    // a client, before authentication, cannot impose a faster keepalive tick
-    // or a longer wait before a dead peer is noticed than these.
-    Millis keepalive_min_interval{100};         // floor of the negotiated interval
+    // a client, before authentication, cannot impose a shorter keepalive
+    // interval (this process wakes twice per interval) or a longer wait
+    // before a dead peer is noticed than these. This side's own values
+    // widen them: the floor is at most keepalive_interval, the cap at least
+    // keepalive_timeout (keepalive_bounds()).
+    Millis keepalive_min_interval{1'000};       // floor of the negotiated interval
     Millis keepalive_max_timeout{600'000};      // cap of the negotiated timeout (10 min)
     Millis connect_timeout{10'000};             // whole setup: resolve, connect, negotiate
     Millis close_drain_timeout{2'000};          // how long close/exit waits for queued sends
-    // How long read() polls the completion queue before it gives up with
-    // EAGAIN and the caller sleeps, so a reply that comes soon is taken
-    // without a wakeup (rsocket polls 10 us). The spin starts at busy_poll
-    // and adapts up to busy_poll_max while waits stay that short (see
-    // adaptive_spin.hpp); idle sessions spin only busy_poll. 0 disables.
+    // How long wait() polls the completion queue before the caller sleeps,
+    // so a reply that comes soon is taken without a wakeup (rsocket polls
+    // 10 us). The spin starts at busy_poll and adapts up to busy_poll_max
+    // while waits stay that short (see adaptive_spin.hpp); idle sessions
+    // spin only busy_poll. 0 disables. read() itself never spins.
     std::chrono::microseconds busy_poll{50};
     std::chrono::microseconds busy_poll_max{500};
     // Whether a client follows an upgrade reply naming another address than
@@ -77,10 +82,11 @@ constexpr std::string_view settings_problem(const Settings& s) {
         return "keepalive_interval must be between 10 ms and 1 h";
     if (timeout < 2 * interval || timeout > kMaxKeepaliveTimeoutMs)
         return "keepalive_timeout must be at least twice keepalive_interval and at most 24 h";
-    if (s.keepalive_min_interval.count() < kMinKeepaliveIntervalMs || s.keepalive_min_interval > s.keepalive_interval)
-        return "keepalive_min_interval must be between 10 ms and keepalive_interval";
-    if (s.keepalive_max_timeout < s.keepalive_timeout || s.keepalive_max_timeout.count() > kMaxKeepaliveTimeoutMs)
-        return "keepalive_max_timeout must be between keepalive_timeout and 24 h";
+    if (s.keepalive_min_interval.count() < kMinKeepaliveIntervalMs ||
+        s.keepalive_min_interval.count() > kMaxKeepaliveIntervalMs)
+        return "keepalive_min_interval must be between 10 ms and 1 h";
+    if (s.keepalive_max_timeout.count() > kMaxKeepaliveTimeoutMs)
+        return "keepalive_max_timeout must be at most 24 h";
     if (s.connect_timeout.count() <= 0) return "connect_timeout must be positive";
     if (s.close_drain_timeout.count() < 0) return "close_drain_timeout must not be negative";
     if (s.busy_poll.count() < 0 || s.busy_poll_max < s.busy_poll || s.busy_poll_max > kMaxBusyPoll)
@@ -89,6 +95,12 @@ constexpr std::string_view settings_problem(const Settings& s) {
 }
 
 static_assert(settings_problem(Settings{}).empty(), "the default settings must be valid");
+
+// The negotiation policy of the passive side (see keepalive_min_interval).
+constexpr protocol::KeepaliveBounds keepalive_bounds(const Settings& s) {
+    return {static_cast<std::uint32_t>(std::min(s.keepalive_min_interval, s.keepalive_interval).count()),
+            static_cast<std::uint32_t>(std::max(s.keepalive_max_timeout, s.keepalive_timeout).count())};
+}
 
 struct Error;
 // Fails with EINVAL and "invalid transport settings: <problem>" (error.hpp).

@@ -115,11 +115,14 @@ int Stream::shutdown_write() {
 int Stream::close() {
     if (closed_) return 0;
     begin_close();
-    const bool drained = drain(Clock::now() + settings_.close_drain_timeout);
-    // Bytes we wrote and the peer never acknowledged are lost: say so, as
-    // close(2) reports a failed final write-back.
-    const bool lost = !drained && !sq_.idle();
-    const int code = error_ != 0 ? error_ : ETIMEDOUT;
+    drain(Clock::now() + settings_.close_drain_timeout);
+    // Bytes we wrote that the peer's device never acknowledged may be lost:
+    // say so, as close(2) reports a failed final write-back. (Staging is
+    // released only by acknowledged completions, and RC acknowledges in
+    // order, so what is still in use was not acknowledged.) Whether our
+    // Close itself arrived does not matter: it carries no data.
+    const bool lost = staging_.in_use() > 0;
+    const int code = error_ != 0 ? error_ : peer_disconnected_ ? ECONNRESET : ETIMEDOUT;
     end_close();
     if (!lost) return 0;
     errno = code;

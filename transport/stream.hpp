@@ -68,7 +68,8 @@ public:
     // (negative: no limit). Busy-polls the CQ briefly first (AdaptiveSpin).
     // Returns the events, 0 on timeout, -1 with EINTR on a signal.
     int wait(short wanted, Millis timeout);
-    // Which readiness fd() signals (POLLIN by default).
+    // Which readiness fd() signals. Until a caller says, POLLIN, or POLLOUT
+    // while a write that said EAGAIN waits.
     void set_interest(short events);
 
     // The close() drain split for the exit handler, which drains many
@@ -167,7 +168,7 @@ private:
     bool peer_disconnected_ = false; // the peer closed and then disconnected
     bool write_blocked_ = false;     // a write saw EAGAIN; fd() also signals POLLOUT
     bool cq_armed_ = true;           // the Link comes armed; its event not seen yet
-    short interest_ = POLLIN;        // what fd() signals (set_interest)
+    std::optional<short> interest_;  // what fd() signals (set_interest); default below
     int empty_reads_ = 0;            // read() calls in a row that found nothing
     std::optional<short> sleeping_for_;  // inside sleep_for(): fd() signals only this
     bool credit_update_pending_ = false;

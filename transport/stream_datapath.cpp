@@ -196,10 +196,7 @@ void Stream::handle_keepalive_tick() {
             break;
         case KeepaliveClock::Verdict::SendKeepalive:
             // Its completion is the proof of life we are after.
-            if (send_probe()) {
-                keepalive_.on_sent(now);
-                sent_since_tick_ = false;
-            }
+            if (send_probe()) keepalive_.on_probe(now);
             break;
         case KeepaliveClock::Verdict::Alive: break;
     }
@@ -280,10 +277,14 @@ std::uint32_t Stream::post_data(const std::uint8_t* src, std::uint32_t len) {
 }
 
 void Stream::update_readiness() {
-    // fd() signals what its waiter wants: inside sleep_for() exactly that,
-    // otherwise the interest set, plus POLLOUT for a write that saw EAGAIN.
-    const short signalled =
-        sleeping_for_ ? *sleeping_for_ : static_cast<short>(interest_ | (write_blocked_ ? POLLOUT : 0));
+    // fd() signals what its waiter wants: inside sleep_for() exactly that;
+    // otherwise the interest set; without one, POLLOUT while a write waits
+    // (a writer blocked with unread input must not wake at once) and
+    // POLLIN the rest of the time.
+    short signalled = 0;
+    if (sleeping_for_) signalled = *sleeping_for_;
+    else if (interest_) signalled = *interest_;
+    else signalled = write_blocked_ ? POLLOUT : POLLIN;
     events_.set_ready((readiness() & (signalled | POLLERR | POLLHUP)) != 0);
 }
 

@@ -96,9 +96,7 @@ bool Stream::on_offer(const protocol::FeatureOffer& offer) {
     if (phase_ != Phase::AwaitOffer) return protocol_error("GetServerFeature out of turn");
     // The passive side's policy bounds what a client, not yet
     // authenticated, may impose on this process's keepalive.
-    const protocol::KeepaliveBounds bounds{static_cast<std::uint32_t>(settings_.keepalive_min_interval.count()),
-                                           static_cast<std::uint32_t>(settings_.keepalive_max_timeout.count())};
-    const protocol::FeatureAgreement agreed = protocol::negotiate(offer, local_offer(), bounds);
+    const protocol::FeatureAgreement agreed = protocol::negotiate(offer, local_offer(), keepalive_bounds(settings_));
     if (agreed.status != protocol::NegotiationStatus::Ok) {
         failure_reason_ = "refused the client's offer: " + std::string(protocol::to_string(agreed.status));
         refused_ = true;

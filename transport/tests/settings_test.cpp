@@ -39,12 +39,23 @@ TEST_CASE("keepalive values outside the protocol's ranges or inconsistent ones a
     CHECK_THAT(problem_with([](Settings& s) { s.keepalive_interval = 5ms; }), Catch::Contains("keepalive_interval"));
     CHECK_THAT(problem_with([](Settings& s) { s.keepalive_timeout = s.keepalive_interval; }),
                Catch::Contains("twice"));
-    CHECK_THAT(problem_with([](Settings& s) { s.keepalive_timeout = 25h; s.keepalive_max_timeout = 25h; }),
-               Catch::Contains("24 h"));
-    CHECK_THAT(problem_with([](Settings& s) { s.keepalive_min_interval = 3s; }),
+    CHECK_THAT(problem_with([](Settings& s) { s.keepalive_timeout = 25h; }), Catch::Contains("24 h"));
+    CHECK_THAT(problem_with([](Settings& s) { s.keepalive_min_interval = 5ms; }),
                Catch::Contains("keepalive_min_interval"));
-    CHECK_THAT(problem_with([](Settings& s) { s.keepalive_max_timeout = 1s; }),
+    CHECK_THAT(problem_with([](Settings& s) { s.keepalive_max_timeout = 25h; }),
                Catch::Contains("keepalive_max_timeout"));
+}
+
+TEST_CASE("this side's own keepalive values widen its negotiation bounds", "[settings]") {
+    Settings s;
+    s.keepalive_interval = 100ms;  // shorter than the 1 s floor it imposes on peers
+    s.keepalive_timeout = 30min;   // longer than the 10 min cap
+    CHECK(settings_problem(s).empty());
+    const auto b = keepalive_bounds(s);
+    CHECK(b.min_interval_ms == 100);
+    CHECK(b.max_timeout_ms == 30 * 60 * 1000);
+    CHECK(pg_rdma::protocol::validate_bounds(b).empty());
+    CHECK(pg_rdma::protocol::validate_bounds(keepalive_bounds(Settings{})).empty());
 }
 
 TEST_CASE("timeouts and spin budgets that make no sense are refused", "[settings]") {

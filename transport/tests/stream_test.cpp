@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <thread>
 #include <vector>
 
 #include "fake_link.hpp"
@@ -129,7 +130,7 @@ TEST_CASE("a client cannot impose a faster keepalive tick or a longer timeout th
     greedy.keepalive_min_interval = 10ms;
     greedy.keepalive_timeout = 24h;
     greedy.keepalive_max_timeout = 24h;
-    const Settings server;  // floor 100 ms, cap 10 min
+    const Settings server;  // floor 1 s, cap 10 min
     auto s = establish(greedy, server);
     for (Stream* end : {s->a.get(), s->b.get()}) {
         CHECK(end->stats().keepalive_interval_ms == server.keepalive_min_interval.count());
@@ -239,4 +240,44 @@ TEST_CASE("a peer that disconnects without its Close is a reset, after the bytes
     CHECK(s->a->read(buf, sizeof buf) == -1);
     CHECK(errno == ECONNRESET);
     CHECK((s->a->poll_events(POLLIN) & (POLLIN | POLLERR | POLLHUP)) == (POLLIN | POLLERR | POLLHUP));
+}
+
+TEST_CASE("close reports bytes written after the peer closed and went away as lost", "[stream][close]") {
+    auto s = establish();
+    REQUIRE(s->b->close() == 0);              // the peer closes and disconnects
+    REQUIRE(write_bytes(*s->a, "late", 4) == 4);  // accepted locally, never acknowledged
+    CHECK(s->a->close() == -1);
+    CHECK(errno == ECONNRESET);
+}
+
+TEST_CASE("a writer polling fd() with the default interest is not woken by unread input", "[stream][readiness]") {
+    auto s = establish(small_rings(), small_rings());
+    REQUIRE(write_bytes(*s->b, "ping", 4) == 4);
+    REQUIRE((s->a->wait(POLLIN, 1000ms) & POLLIN) != 0);  // left unread
+    std::vector<std::uint8_t> data(4096);
+    while (write_bytes(*s->a, data.data(), data.size()) > 0) {
+    }
+    REQUIRE(errno == EAGAIN);
+    int wakeups = 0;
+    const auto start = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - start < 300ms) {
+        pollfd p{s->a->fd(), POLLIN, 0};
+        if (poll(&p, 1, 100) > 0) ++wakeups;
+        (void)write_bytes(*s->a, data.data(), data.size());  // retry, as a writer does
+    }
+    CHECK(wakeups < 10);  // a spin would be tens of thousands
+}
+
+TEST_CASE("an owner that checks in less often than the keepalive interval still finds a vanished host dead",
+          "[stream][liveness]") {
+    auto s = establish(fast_keepalive(), fast_keepalive());
+    s->pair.wire->cut = true;
+    const auto start = std::chrono::steady_clock::now();
+    short ev = 0;
+    while (ev == 0 && std::chrono::steady_clock::now() - start < 5s) {
+        std::this_thread::sleep_for(150ms);  // busy elsewhere, longer than the 100 ms interval
+        ev = s->a->poll_events(POLLIN);
+    }
+    CHECK((ev & POLLERR) != 0);
+    CHECK(std::chrono::steady_clock::now() - start < 3s);
 }
