@@ -1,0 +1,237 @@
+#include "server_ext/interpose/got_patch.hpp"
+
+#include <cstdio>
+#include <cstring>
+#include <new>
+#include <utility>
+
+#include "server_ext/interpose/writable_window.hpp"
+
+namespace pg_rdma::interpose {
+
+namespace {
+
+// How many slots may be patched at once; the extension needs about a dozen
+// symbols, each with one slot or two.
+constexpr std::size_t kMaxSlots = 64;
+
+// Every slot written since the last restore, with the function the dynamic
+// linker had bound there. It is what *original reports on a second patch
+// of the same symbol, and what restore puts back. Inherited by fork.
+struct PatchedSlot {
+    void** slot;
+    void* real;
+};
+PatchedSlot g_patched[kMaxSlots];
+std::size_t g_patched_count = 0;
+
+const PatchedSlot* find_patched(void* const* slot) {
+    for (std::size_t i = 0; i < g_patched_count; ++i)
+        if (g_patched[i].slot == slot) return &g_patched[i];
+    return nullptr;
+}
+
+void* load_slot(void* const* slot) { return __atomic_load_n(slot, __ATOMIC_ACQUIRE); }
+void store_slot(void** slot, void* value) { __atomic_store_n(slot, value, __ATOMIC_RELEASE); }
+
+// One slot about to be written.
+struct PlannedSlot {
+    void** slot;
+    void* before;  // its content now (the real function, or an earlier replacement)
+    void* real;
+    std::size_t patch;  // index in the caller's list
+    bool known;         // already in g_patched
+};
+
+// What the walk over the import slots found for one Patch.
+struct SymbolState {
+    void* real = nullptr;
+    bool found = false;
+    bool unbound = false;       // a slot still points into the executable (lazy binding)
+    bool inconsistent = false;  // its slots hold different functions
+};
+
+PatchResult succeeded() noexcept { return PatchResult{true, {}}; }
+
+PatchResult failed(std::string error) noexcept {
+    PatchResult result;
+    result.error = std::move(error);
+    return result;
+}
+
+// For when building a message is what failed: `short_message` fits the
+// small-string buffer, so assigning it does not allocate.
+PatchResult failed_without_memory(const char* short_message) noexcept {
+    PatchResult result;
+    try {
+        result.error = short_message;
+    } catch (...) {
+    }
+    return result;
+}
+
+// "<title>: a, b" appended to `message` ("; "-separated) when any state
+// matches `which`.
+template <typename Which>
+void list_symbols(std::string& message, const char* title, std::span<const Patch> patches,
+                  const std::vector<SymbolState>& states, Which which) {
+    bool first = true;
+    for (std::size_t i = 0; i < patches.size(); ++i) {
+        if (!which(states[i])) continue;
+        if (first) {
+            if (!message.empty()) message += "; ";
+            message += title;
+            message += ": ";
+            first = false;
+        } else {
+            message += ", ";
+        }
+        message += patches[i].symbol;
+    }
+}
+
+// The entries' own mistakes: a null or empty name, no replacement, a name
+// listed twice. Empty when the list is well formed.
+std::string check_list(std::span<const Patch> patches) {
+    for (std::size_t i = 0; i < patches.size(); ++i) {
+        const Patch& p = patches[i];
+        if (p.symbol == nullptr || p.symbol[0] == '\0')
+            return "patch entry " + std::to_string(i) + " names no symbol";
+        if (p.replacement == nullptr) return std::string("patch entry for ") + p.symbol + " has no replacement";
+        for (std::size_t j = 0; j < i; ++j)
+            if (std::strcmp(patches[j].symbol, p.symbol) == 0)
+                return std::string(p.symbol) + " is listed twice in the patch list";
+    }
+    return {};
+}
+
+PatchResult patch_all(std::span<const Patch> patches) {
+    if (std::string error = check_list(patches); !error.empty()) return failed(std::move(error));
+    ElfImage image;
+    std::string error;
+    if (!find_executable_image(image, error)) return failed(std::move(error));
+
+    // Plan every write before changing anything.
+    std::vector<SymbolState> states(patches.size());
+    PlannedSlot planned[kMaxSlots];
+    std::size_t planned_count = 0, new_slots = 0;
+    bool too_many = false;
+    for_each_import_slot(image, [&](const ImportSlot& s) {
+        std::size_t i = 0;
+        while (i < patches.size() && std::strcmp(patches[i].symbol, s.symbol) != 0) ++i;
+        if (i == patches.size()) return;
+        for (std::size_t k = 0; k < planned_count; ++k)
+            if (planned[k].slot == s.slot) return;
+        const PatchedSlot* known = find_patched(s.slot);
+        void* const before = load_slot(s.slot);
+        void* const real = known != nullptr ? known->real : before;
+        SymbolState& state = states[i];
+        if (known == nullptr && image_contains(image, real)) state.unbound = true;
+        if (state.found && state.real != real) state.inconsistent = true;
+        state.found = true;
+        state.real = real;
+        if (planned_count == kMaxSlots) {
+            too_many = true;
+            return;
+        }
+        planned[planned_count++] = PlannedSlot{s.slot, before, real, i, known != nullptr};
+        if (known == nullptr) ++new_slots;
+    });
+
+    list_symbols(error, "not imported by the executable", patches, states,
+                 [](const SymbolState& s) { return !s.found; });
+    list_symbols(error, "not bound yet (lazy binding: link with -z now or set LD_BIND_NOW=1)", patches, states,
+                 [](const SymbolState& s) { return s.unbound; });
+    list_symbols(error, "bound to different functions in different slots", patches, states,
+                 [](const SymbolState& s) { return s.inconsistent; });
+    if (too_many || g_patched_count + new_slots > kMaxSlots)
+        error += std::string(error.empty() ? "" : "; ") + "more than " + std::to_string(kMaxSlots) +
+                 " GOT slots would be patched";
+    WritableWindow window(image);
+    for (std::size_t k = 0; k < planned_count && error.empty(); ++k)
+        if (!window.add(planned[k].slot)) error = "the slots span too many pages";
+    if (!error.empty()) return failed("nothing patched: " + error);
+    if (!window.open()) return failed(std::string("nothing patched: ") + window.error());
+
+    // From here on nothing allocates until the outcome is known.
+    const std::size_t patched_before = g_patched_count;
+    for (std::size_t k = 0; k < planned_count; ++k) {
+        const PlannedSlot& p = planned[k];
+        if (!p.known) g_patched[g_patched_count++] = PatchedSlot{p.slot, p.real};
+        store_slot(p.slot, patches[p.patch].replacement);
+    }
+    if (!window.close()) {
+        // Undo, so that "failed" still means "nothing changed". The pages
+        // that did close are read-only again: reopen them first.
+        char why[192];
+        std::snprintf(why, sizeof why, "%s", window.error());
+        if (!window.open())
+            return failed(std::string("patched, but ") + why + "; and reopening to undo failed: " + window.error() +
+                          " (restore_executable_got() undoes the patch)");
+        for (std::size_t k = 0; k < planned_count; ++k) store_slot(planned[k].slot, planned[k].before);
+        g_patched_count = patched_before;
+        const bool closed = window.close();
+        return failed(std::string("nothing patched: ") + why + (closed ? "" : " (a page is left writable)"));
+    }
+    for (std::size_t i = 0; i < patches.size(); ++i)
+        if (patches[i].original != nullptr) *patches[i].original = states[i].real;
+    return succeeded();
+}
+
+PatchResult restore_all() {
+    if (g_patched_count == 0) return succeeded();
+    ElfImage image;
+    std::string error;
+    if (!find_executable_image(image, error)) return failed(std::move(error));
+    WritableWindow window(image);
+    for (std::size_t i = 0; i < g_patched_count; ++i)
+        if (!window.add(g_patched[i].slot)) return failed("nothing restored: the slots span too many pages");
+    if (!window.open()) return failed(std::string("nothing restored: ") + window.error());
+    for (std::size_t i = 0; i < g_patched_count; ++i) store_slot(g_patched[i].slot, g_patched[i].real);
+    g_patched_count = 0;
+    if (!window.close()) return failed(std::string("restored, but ") + window.error());
+    return succeeded();
+}
+
+}  // namespace
+
+PatchResult patch_executable_got(std::span<const Patch> patches) noexcept {
+    try {
+        return patch_all(patches);
+    } catch (const std::bad_alloc&) {
+        return failed_without_memory("out of memory");
+    } catch (...) {
+        return failed_without_memory("internal error");
+    }
+}
+
+PatchResult restore_executable_got() noexcept {
+    try {
+        return restore_all();
+    } catch (const std::bad_alloc&) {
+        return failed_without_memory("out of memory");
+    } catch (...) {
+        return failed_without_memory("internal error");
+    }
+}
+
+ImportsResult executable_imports() noexcept {
+    ImportsResult result;
+    try {
+        ElfImage image;
+        if (!find_executable_image(image, result.error)) return result;
+        for_each_import_slot(image,
+                             [&](const ImportSlot& s) { result.imports.push_back(Import{s.symbol, s.kind, s.slot}); });
+        result.ok = true;
+    } catch (...) {
+        result.imports.clear();
+        result.ok = false;
+        try {
+            result.error = "out of memory";
+        } catch (...) {
+        }
+    }
+    return result;
+}
+
+}  // namespace pg_rdma::interpose
