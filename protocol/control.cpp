@@ -46,7 +46,8 @@ constexpr std::size_t kCreditEnd = 16;
 
 // Close: bytes 4..7 are reserved too.
 constexpr std::size_t kOffBytesSent = 8;
-constexpr std::size_t kCloseEnd = 16;
+constexpr std::size_t kOffCloseRxConsumed = 16;
+constexpr std::size_t kCloseEnd = 24;
 
 static_assert(kFeatureEnd + 4 == kControlMessageSize, "feature messages end with a reserved u32");
 static_assert(kXferEnd <= kControlMessageSize && kCreditEnd <= kControlMessageSize);
@@ -97,6 +98,7 @@ Opcode put_body(std::uint8_t* p, const CreditUpdate& m) {
 
 Opcode put_body(std::uint8_t* p, const CloseMessage& m) {
     put_u64(p + kOffBytesSent, m.bytes_sent);
+    put_u64(p + kOffCloseRxConsumed, m.rx_consumed);
     return Opcode::Close;
 }
 
@@ -173,7 +175,7 @@ Result decode_credit_update(const std::uint8_t* p) {
 Result decode_close(const std::uint8_t* p) {
     if (!all_zero(p, kHeaderEnd, kOffBytesSent) || !all_zero(p, kCloseEnd, kControlMessageSize))
         return Result::fail(kReservedSet);
-    return ok(CloseMessage{get_u64(p + kOffBytesSent)});
+    return ok(CloseMessage{get_u64(p + kOffBytesSent), get_u64(p + kOffCloseRxConsumed)});
 }
 
 }  // namespace

@@ -44,6 +44,11 @@
 // Close (5): orderly end of the sender's byte stream (like a TCP FIN)
 //   8  u64  bytes_sent       total bytes the sender wrote; the receiver
 //                            reports EOF only once it has delivered them all
+//  16  u64  rx_consumed      bytes of the peer's stream the sender's
+//                            application had consumed, in total (as in
+//                            CreditUpdate): tells the peer which of its
+//                            last bytes arrived, even if their completions
+//                            never come because the sender disconnects next
 #pragma once
 
 #include <array>
@@ -148,6 +153,7 @@ struct CreditUpdate {
 
 struct CloseMessage {
     std::uint64_t bytes_sent = 0;
+    std::uint64_t rx_consumed = 0;
     bool operator==(const CloseMessage&) const = default;
 };
 

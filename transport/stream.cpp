@@ -116,12 +116,10 @@ int Stream::close() {
     if (closed_) return 0;
     begin_close();
     drain(Clock::now() + settings_.close_drain_timeout);
-    // Bytes we wrote that the peer's device never acknowledged may be lost:
-    // say so, as close(2) reports a failed final write-back. (Staging is
-    // released only by acknowledged completions, and RC acknowledges in
-    // order, so what is still in use was not acknowledged.) Whether our
-    // Close itself arrived does not matter: it carries no data.
-    const bool lost = staging_.in_use() > 0;
+    // Bytes we wrote that are not known to have arrived may be lost: say
+    // so, as close(2) reports a failed final write-back. Whether our Close
+    // itself arrived does not matter: it carries no data.
+    const bool lost = !all_written_confirmed();
     const int code = error_ != 0 ? error_ : peer_disconnected_ ? ECONNRESET : ETIMEDOUT;
     end_close();
     if (!lost) return 0;
@@ -146,8 +144,18 @@ bool Stream::drain_done() {
     // The Close is signalled and RC completes in order: its completion
     // means every byte before it reached the peer.
     if (close_sent_ && sq_.completed(close_seq_)) return true;
-    // A peer that closed and disconnected takes nothing more.
-    return peer_disconnected_;
+    // A peer that closed and disconnected takes nothing more. But its
+    // disconnect can be seen before the completion of our Close, which
+    // confirms our last bytes: wait for that (or a flush, after which
+    // nothing completes) while any of our bytes are unconfirmed.
+    return peer_disconnected_ && (all_written_confirmed() || flushed_);
+}
+
+bool Stream::all_written_confirmed() const {
+    // Acknowledged by the peer's device (staging is released only by
+    // completions, in order), or consumed by its application, as its
+    // CreditUpdate or Close said.
+    return staging_.in_use() == 0 || peer_.peer_consumed() == peer_.written();
 }
 
 void Stream::end_close() {

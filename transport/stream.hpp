@@ -134,7 +134,9 @@ private:
     void fail(int code);
     void update_readiness();
     [[nodiscard]] bool eof() const;
-    // Sends Close and waits until it completed (true) or `deadline` passed.
+    // Every byte written is known to have reached the peer.
+    [[nodiscard]] bool all_written_confirmed() const;
+    // Waits until drain_done() or `deadline`; true if drain_done().
     bool drain(Clock::time_point deadline);
     // Sleeps on fd() for at most `timeout` (a setup wait).
     void sleep(Millis timeout) { sleep_for(0, timeout); }
@@ -166,6 +168,7 @@ private:
     std::optional<std::uint64_t> peer_bytes_sent_;  // the peer's Close
     int error_ = 0;                  // sticky errno once the connection failed
     bool peer_disconnected_ = false; // the peer closed and then disconnected
+    bool flushed_ = false;           // a work request was flushed: the QP is in error
     bool write_blocked_ = false;     // a write saw EAGAIN; fd() also signals POLLOUT
     bool cq_armed_ = true;           // the Link comes armed; its event not seen yet
     std::optional<short> interest_;  // what fd() signals (set_interest); default below

@@ -93,6 +93,7 @@ bool Stream::poll_completions() {
 bool Stream::handle_completion(const ibv_wc& wc) {
     if (wc.status != IBV_WC_SUCCESS) {
         if (wc.status == IBV_WC_WR_FLUSH_ERR) {
+            flushed_ = true;  // the queue pair is in error: nothing more completes
             on_peer_gone();
             return false;
         }
@@ -169,6 +170,8 @@ bool Stream::handle_peer_close(const protocol::CloseMessage& msg) {
     if (peer_bytes_sent_) return protocol_error("the peer sent Close twice");
     // RC delivers in order, so every byte written before Close has landed.
     if (msg.bytes_sent != rx_.produced()) return protocol_error("the peer's Close does not match the bytes it wrote");
+    if (!peer_.on_peer_consumed(msg.rx_consumed))
+        return protocol_error("the peer's Close claims it consumed bytes never written");
     peer_bytes_sent_ = msg.bytes_sent;
     return true;
 }
@@ -239,7 +242,7 @@ void Stream::flush_control() {
         credit_update_pending_ = false;
     if (close_queued_ && !close_sent_) {
         const std::uint64_t seq = sq_.next_seq();
-        if (send_control(protocol::CloseMessage{peer_.written()}, true)) {
+        if (send_control(protocol::CloseMessage{peer_.written(), rx_.consumed()}, true)) {
             close_sent_ = true;
             close_seq_ = seq;
         }
@@ -290,9 +293,7 @@ void Stream::update_readiness() {
 
 bool Stream::drain(Clock::time_point deadline) {
     for (;;) {
-        if (drain_done())
-            return phase_ != Phase::Established ||
-                   (error_ == 0 && (peer_disconnected_ || (close_sent_ && sq_.completed(close_seq_))));
+        if (drain_done()) return true;
         const auto left = std::chrono::ceil<Millis>(deadline - Clock::now());
         if (left.count() <= 0) return false;
         // Only events wake this sleep: unread input does not (no spinning).

@@ -38,6 +38,7 @@ public:
     }
 
     [[nodiscard]] std::uint64_t written() const { return written_; }
+    [[nodiscard]] std::uint64_t peer_consumed() const { return peer_consumed_; }
     [[nodiscard]] std::uint32_t size() const { return size_; }
 
 private:

@@ -68,7 +68,7 @@ void control_corpus(const fs::path& dir) {
     write(dir, "xfer-memory", control(XferMemory{0x1234, 0x7f0000000000, 256 * 1024}));
     write(dir, "xfer-memory-top", control(XferMemory{1, ~0ull - 4096, 4096}));
     write(dir, "credit-update", control(CreditUpdate{0xfffffff0u, 1ull << 40}));
-    write(dir, "close", control(CloseMessage{123456789}));
+    write(dir, "close", control(CloseMessage{123456789, 4242}));
     write(dir, "two-messages", concat(control(Keepalive{}), control(CloseMessage{7})));
     Bytes unknown = control(Keepalive{});
     put_u16(unknown.data(), 6);

@@ -46,7 +46,7 @@ std::vector<std::size_t> reserved_bytes(std::size_t opcode) {
         case 2: add(4, 32); break;           // keepalive
         case 3: add(20, 32); break;          // xfer memory
         case 4: add(16, 32); break;          // credit update
-        case 5: add(4, 8); add(16, 32); break;  // close
+        case 5: add(4, 8); add(24, 32); break;  // close
         default: break;
     }
     return idx;

@@ -126,7 +126,7 @@ TEST_CASE("CreditUpdate has the documented byte layout") {
 TEST_CASE("Close has the documented byte layout") {
     const ControlBytes expected{0x00, 0x05, 0x01, 0x00, 0, 0, 0, 0,
                                 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88,
-                                0, 0, 0, 0, 0, 0, 0, 0,
+                                0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,
                                 0, 0, 0, 0, 0, 0, 0, 0};
     CHECK(encode_control(pg_rdma::protocol::test::sample_close()) == expected);
 }

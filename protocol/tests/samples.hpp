@@ -28,7 +28,7 @@ inline XferMemory sample_xfer() { return {0x12345678u, 0x00007f0012340000ull, kS
 
 inline CreditUpdate sample_credit_update() { return {0xfffffff0u, 0x0123456789abcdefull}; }
 
-inline CloseMessage sample_close() { return {0x1122334455667788ull}; }
+inline CloseMessage sample_close() { return {0x1122334455667788ull, 0x0102030405060708ull}; }
 
 // One valid message of every kind, in opcode order.
 inline std::vector<ControlMessage> sample_messages() {

@@ -281,3 +281,17 @@ TEST_CASE("an owner that checks in less often than the keepalive interval still 
     CHECK((ev & POLLERR) != 0);
     CHECK(std::chrono::steady_clock::now() - start < 3s);
 }
+
+TEST_CASE("close is clean when the peer read our last bytes and left before we closed", "[stream][close]") {
+    // Our last write is unsignalled, so no completion will ever confirm it
+    // once the peer is gone; the peer's Close says it consumed the bytes.
+    auto s = establish();
+    REQUIRE(write_bytes(*s->a, "last", 4) == 4);
+    char buf[8];
+    REQUIRE((s->b->wait(POLLIN, 1000ms) & POLLIN) != 0);
+    REQUIRE(s->b->read(buf, sizeof buf) == 4);
+    REQUIRE(s->b->close() == 0);  // Close (consumed 4), then disconnect
+    const auto start = std::chrono::steady_clock::now();
+    CHECK(s->a->close() == 0);
+    CHECK(std::chrono::steady_clock::now() - start < 1s);  // no waiting for a completion that cannot come
+}
