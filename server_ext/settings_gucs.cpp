@@ -1,0 +1,121 @@
+// All pg_rdma.* parameters are PGC_POSTMASTER: listen_addresses changes the
+// postmaster's sockets, and the combination of the others is checked once,
+// at startup (check_settings in _PG_init), so a value that could only be
+// checked alone on reload never reaches a session.
+#include "server_ext/settings_gucs.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "server_ext/pg_headers.hpp"
+
+namespace pg_rdma::server {
+namespace {
+
+using transport::Settings;
+constexpr Settings kDefaults{};
+constexpr int kBytesPerKiB = 1024;
+
+/* ---- GUC variables (boot values from transport::Settings) ---- */
+char* rdma_listen_addresses = nullptr;  // comma list, "" = off
+int rx_buffer_size_kb = static_cast<int>(kDefaults.rx_buffer_size / kBytesPerKiB);        // kB
+int keepalive_interval_ms = static_cast<int>(kDefaults.keepalive_interval.count());       // ms
+int keepalive_timeout_ms = static_cast<int>(kDefaults.keepalive_timeout.count());         // ms
+int keepalive_min_interval_ms = static_cast<int>(kDefaults.keepalive_min_interval.count());  // ms
+int keepalive_max_timeout_ms = static_cast<int>(kDefaults.keepalive_max_timeout.count());    // ms
+int busy_poll_us = static_cast<int>(kDefaults.busy_poll.count());                         // µs
+int connect_timeout_ms = static_cast<int>(kDefaults.connect_timeout.count());             // ms
+
+/* ---- ranges: the protocol's limits; combinations are settings_problem()'s ---- */
+constexpr int kMinRxBufferKiB = static_cast<int>(protocol::kMinRxBufferSize / kBytesPerKiB);
+constexpr int kMaxRxBufferKiB = static_cast<int>(protocol::kMaxRxBufferSize / kBytesPerKiB);
+constexpr int kMinIntervalMs = static_cast<int>(protocol::kMinKeepaliveIntervalMs);
+constexpr int kMaxIntervalMs = static_cast<int>(protocol::kMaxKeepaliveIntervalMs);
+constexpr int kMaxTimeoutMs = static_cast<int>(protocol::kMaxKeepaliveTimeoutMs);
+constexpr int kMaxBusyPollUs = static_cast<int>(transport::kMaxBusyPoll.count());
+constexpr int kMaxConnectTimeoutMs = 3'600'000;  // 1 h: longer is a typo, not a tune
+
+void define_ms(const char* name, const char* short_desc, int* variable, int min_ms, int max_ms) {
+    DefineCustomIntVariable(name,
+                            short_desc,
+                            nullptr,
+                            variable,
+                            *variable,
+                            min_ms,
+                            max_ms,
+                            PGC_POSTMASTER,
+                            GUC_UNIT_MS,
+                            nullptr,
+                            nullptr,
+                            nullptr);
+}
+
+}  // namespace
+
+void define_settings_gucs() {
+    DefineCustomStringVariable("pg_rdma.listen_addresses",
+                               "Addresses on which RDMA sessions are offered (also served over TCP).",
+                               "Comma-separated host names or addresses; * means every local address. "
+                               "Empty disables RDMA listening.",
+                               &rdma_listen_addresses,
+                               "",
+                               PGC_POSTMASTER,
+                               GUC_LIST_INPUT,
+                               nullptr,
+                               nullptr,
+                               nullptr);
+    DefineCustomIntVariable("pg_rdma.rx_buffer_size",
+                            "Size of a session's pinned receive ring.",
+                            "A multiple of 4 kB.",
+                            &rx_buffer_size_kb,
+                            rx_buffer_size_kb,
+                            kMinRxBufferKiB,
+                            kMaxRxBufferKiB,
+                            PGC_POSTMASTER,
+                            GUC_UNIT_KB,
+                            nullptr,
+                            nullptr,
+                            nullptr);
+    define_ms("pg_rdma.keepalive_interval", "Probe an RDMA peer after this much silence.",
+              &keepalive_interval_ms, kMinIntervalMs, kMaxIntervalMs);
+    define_ms("pg_rdma.keepalive_timeout", "An RDMA peer silent this long is dead; at least twice the interval.",
+              &keepalive_timeout_ms, 2 * kMinIntervalMs, kMaxTimeoutMs);
+    define_ms("pg_rdma.keepalive_min_interval", "Shortest keepalive interval a client may negotiate.",
+              &keepalive_min_interval_ms, kMinIntervalMs, kMaxIntervalMs);
+    define_ms("pg_rdma.keepalive_max_timeout", "Longest keepalive timeout a client may negotiate.",
+              &keepalive_max_timeout_ms, 2 * kMinIntervalMs, kMaxTimeoutMs);
+    DefineCustomIntVariable("pg_rdma.busy_poll",
+                            "Microseconds a waiting backend polls its completion queue before sleeping.",
+                            "0 disables busy polling.",
+                            &busy_poll_us,
+                            busy_poll_us,
+                            0,
+                            kMaxBusyPollUs,
+                            PGC_POSTMASTER,
+                            0,
+                            nullptr,
+                            nullptr,
+                            nullptr);
+    define_ms("pg_rdma.connect_timeout", "Longest RDMA session setup: resolve, connect, negotiate.",
+              &connect_timeout_ms, 1, kMaxConnectTimeoutMs);
+}
+
+transport::Settings settings_from_gucs() {
+    Settings s;
+    s.rx_buffer_size = static_cast<std::uint32_t>(rx_buffer_size_kb) * kBytesPerKiB;
+    s.keepalive_interval = transport::Millis{keepalive_interval_ms};
+    s.keepalive_timeout = transport::Millis{keepalive_timeout_ms};
+    s.keepalive_min_interval = transport::Millis{keepalive_min_interval_ms};
+    s.keepalive_max_timeout = transport::Millis{keepalive_max_timeout_ms};
+    s.busy_poll = std::chrono::microseconds{busy_poll_us};
+    // The adaptive spin's ceiling is not a parameter: it follows busy_poll up.
+    s.busy_poll_max = std::max(kDefaults.busy_poll_max, s.busy_poll);
+    s.connect_timeout = transport::Millis{connect_timeout_ms};
+    return s;
+}
+
+std::string_view settings_gucs_problem() { return transport::settings_problem(settings_from_gucs()); }
+
+const char* rdma_listen_addresses_guc() { return rdma_listen_addresses != nullptr ? rdma_listen_addresses : ""; }
+
+}  // namespace pg_rdma::server

@@ -1,0 +1,23 @@
+// The pg_rdma.* configuration parameters (GUCs): their definitions, and the
+// transport::Settings they describe. Called from _PG_init in the postmaster.
+#pragma once
+
+#include <string_view>
+
+#include "transport/settings.hpp"
+
+namespace pg_rdma::server {
+
+// DefineCustom*Variable for every pg_rdma.* parameter. Each takes its boot
+// value from transport::Settings{}, so the defaults live in one place.
+void define_settings_gucs();
+
+// The transport settings the parameters give, and why they cannot be used
+// (empty when they can; see transport::settings_problem).
+transport::Settings settings_from_gucs();
+std::string_view settings_gucs_problem();
+
+// pg_rdma.listen_addresses as set ("" when RDMA listening is off).
+const char* rdma_listen_addresses_guc();
+
+}  // namespace pg_rdma::server

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Starts real PostgreSQL 15 servers with the built pg_rdma (staged, see
+# stage.sh) and checks what happens at startup: a bad combination of
+# settings and a malformed pg_rdma.listen_addresses stop the server with a
+# clear message; a good pg_rdma.listen_addresses is served over TCP with one
+# WARNING; without shared_preload_libraries, LOAD 'pg_rdma' fails clearly.
+# Usage: startup_test.sh BUILT_PG_RDMA_SO SERVER_EXT_SOURCE_DIR
+set -euo pipefail
+so=$1 src=$2
+here=$(dirname "$(readlink -f "$0")")
+. "$here/stage.sh"
+
+PORT=54337
+work=$(mktemp -d /tmp/pg_rdma-startup.XXXXXX)
+data=$work/data
+stop() { as_pg "$STAGE_BIN/pg_ctl" -D "$data" -m immediate stop >/dev/null 2>&1 || true; }
+trap 'stop; rm -rf "$work"' EXIT
+stage_install "$work" "$so" "$src"
+as_pg "$STAGE_BIN/initdb" -D "$data" -A trust -U postgres --no-locale >/dev/null
+as_pg cp "$data/postgresql.conf" "$work/postgresql.conf.orig"
+
+fail() { echo "FAIL: $*"; cat "$data/log" 2>/dev/null; exit 1; }
+
+# configure LINE...: postgresql.conf = initdb's + the pg_rdma lines given.
+configure() {
+    as_pg cp "$work/postgresql.conf.orig" "$data/postgresql.conf"
+    printf '%s\n' "port = $PORT" "unix_socket_directories = '$work'" "listen_addresses = ''" "$@" |
+        as_pg tee -a "$data/postgresql.conf" >/dev/null
+    as_pg rm -f "$data/log"
+}
+start() { as_pg "$STAGE_BIN/pg_ctl" -D "$data" -l "$data/log" -w -t 30 start >/dev/null 2>&1; }
+sql() { as_pg "$STAGE_BIN/psql" -X -h "$work" -p "$PORT" -U postgres -d postgres -At "$@"; }
+
+# 1. keepalive_timeout < 2 x keepalive_interval: the postmaster stops.
+configure "shared_preload_libraries = 'pg_rdma'" "pg_rdma.keepalive_interval = '5s'" "pg_rdma.keepalive_timeout = '8s'"
+start && fail "the server started with keepalive_timeout < 2 x keepalive_interval"
+grep -q 'FATAL:  pg_rdma: invalid configuration: keepalive_timeout must be at least twice keepalive_interval' \
+    "$data/log" || fail "no clear message for the bad keepalive combination"
+echo "ok: a bad settings combination stops the server"
+
+# 2. A malformed pg_rdma.listen_addresses: the postmaster stops.
+configure "shared_preload_libraries = 'pg_rdma'" "pg_rdma.listen_addresses = '127.0.0.1,,10.0.0.5'"
+start && fail "the server started with a malformed pg_rdma.listen_addresses"
+grep -q 'invalid value for parameter "pg_rdma.listen_addresses": the list has an empty item' "$data/log" ||
+    fail "no clear message for the malformed list"
+echo "ok: a malformed pg_rdma.listen_addresses stops the server"
+
+# 3. pg_rdma.listen_addresses is served over TCP, with one honest WARNING.
+configure "shared_preload_libraries = 'pg_rdma'" "pg_rdma.listen_addresses = ' 127.0.0.1 '"
+start || fail "the server did not start with a valid pg_rdma.listen_addresses"
+[ "$(sql -c 'show listen_addresses')" = 127.0.0.1 ] || fail "listen_addresses does not include the RDMA address"
+[ "$(as_pg "$STAGE_BIN/psql" -X -h 127.0.0.1 -p "$PORT" -U postgres -d postgres -At -c 'select 42')" = 42 ] ||
+    fail "no TCP service on the pg_rdma address"
+[ "$(grep -c 'WARNING:  pg_rdma: RDMA sessions are not available in this build' "$data/log")" = 1 ] ||
+    fail "expected exactly one WARNING that RDMA sessions are not available"
+stop
+echo "ok: pg_rdma.listen_addresses serves TCP and says RDMA is not available"
+
+# 4. Without shared_preload_libraries, loading the module is refused.
+configure
+start || fail "the server did not start without pg_rdma"
+out=$(sql -c "LOAD 'pg_rdma'" 2>&1) && fail "LOAD 'pg_rdma' succeeded without shared_preload_libraries"
+grep -q 'pg_rdma can only be loaded through shared_preload_libraries' <<<"$out" ||
+    fail "LOAD 'pg_rdma' did not say why: $out"
+stop
+echo "ok: LOAD 'pg_rdma' without shared_preload_libraries fails clearly"
