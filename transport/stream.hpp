@@ -44,14 +44,12 @@ public:
     // and sends the first handshake message (active side); then call
     // handshake_step() whenever fd() is readable until it says Done or
     // Failed. The caller owns the deadline: abandon_handshake() and dropping
-    // the stream give up at any step and release everything.
+    // the stream give up at any step and release everything
+    // (HandshakeStage drives these for the setup objects).
     enum class SetupStep { InProgress, Done, Failed };
     static std::unique_ptr<Stream> start(std::unique_ptr<Link> link, Role role, Error& err);
     SetupStep handshake_step(Error& err);
     void abandon_handshake(const char* why);
-    // Blocking convenience over the steps above, bounded by `deadline`.
-    static std::unique_ptr<Stream> establish(std::unique_ptr<Link> link, Role role,
-                                             Clock::time_point deadline, Error& err);
     ~Stream();
 
     ssize_t read(void* buf, std::size_t len);
@@ -138,8 +136,7 @@ private:
     [[nodiscard]] bool all_written_confirmed() const;
     // Waits until drain_done() or `deadline`; true if drain_done().
     bool drain(Clock::time_point deadline);
-    // Sleeps on fd() for at most `timeout` (a setup wait).
-    void sleep(Millis timeout) { sleep_for(0, timeout); }
+
 
     std::unique_ptr<Link> link_;
     EventSet events_;

@@ -23,10 +23,6 @@ constexpr Millis kMinTick{5};
 
 Millis tick_for(Millis interval) { return std::max(interval / 2, kMinTick); }
 
-Millis until(Stream::Clock::time_point deadline) {
-    return std::chrono::duration_cast<Millis>(deadline - Stream::Clock::now());
-}
-
 }  // namespace
 
 std::unique_ptr<Stream> Stream::start(std::unique_ptr<Link> link, Role role, Error& err) {
@@ -60,26 +56,6 @@ Stream::SetupStep Stream::handshake_step(Error& err) {
 void Stream::abandon_handshake(const char* why) {
     if (failure_reason_.empty()) failure_reason_ = why;
     fail(ETIMEDOUT);
-}
-
-std::unique_ptr<Stream> Stream::establish(std::unique_ptr<Link> link, Role role,
-                                          Clock::time_point deadline, Error& err) {
-    auto s = start(std::move(link), role, err);
-    if (!s) return nullptr;
-    for (;;) {
-        switch (s->handshake_step(err)) {
-            case SetupStep::Done: return s;
-            case SetupStep::Failed: return nullptr;
-            case SetupStep::InProgress: break;
-        }
-        const Millis left = until(deadline);
-        if (left.count() <= 0) {
-            s->abandon_handshake("timed out waiting for the peer's handshake messages");
-            transport::fail(err, ETIMEDOUT, "RDMA handshake failed: " + s->failure_reason_);
-            return nullptr;
-        }
-        s->sleep(std::min(left, kRefusalLinger));
-    }
 }
 
 protocol::FeatureOffer Stream::local_offer() const {

@@ -42,6 +42,34 @@ bool step_times(Setup& setup, int steps, transport::Error& err) {
     return false;
 }
 
+// Abandons an upgrade after 0, 1, 2 ... steps until one runs to the end:
+// each time, `open_fd()` gives a fresh TCP connection, the upgrade object
+// made on it is destroyed after that many steps, and the process must hold
+// exactly `before` again. Then a full upgrade still works.
+template <class Upgrade, class OpenFd, class MakeUpgrade, class FullUpgrade>
+void abandon_after_each_step(const Held& before, OpenFd open_fd, MakeUpgrade make_upgrade,
+                             FullUpgrade full_upgrade) {
+    bool finished = false;
+    for (int steps = 0; steps < kMaxSteps && !finished; ++steps) {
+        const int fd = open_fd();
+        std::string where;
+        {
+            Upgrade upgrade = make_upgrade(fd);
+            transport::Error err;
+            finished = step_times(upgrade, steps, err);
+            where = transport::to_string(upgrade.stage());
+            if (finished) CHECK(upgrade.take_result().outcome == UpgradeOutcome::Rdma);
+        }
+        close(fd);
+        INFO("abandoned after " << steps << " steps, " << where);
+        CHECK(held_now() == before);
+        std::fprintf(stderr, "after %d steps (%s): %s\n", steps, where.c_str(), to_string(held_now()).c_str());
+    }
+    CHECK(finished);
+    CHECK(full_upgrade() == UpgradeOutcome::Rdma);
+    CHECK(held_now() == before);
+}
+
 }  // namespace
 
 TEST_CASE("a client upgrade abandoned after any number of steps releases everything", "[rdma][abandon]") {
@@ -64,27 +92,14 @@ TEST_CASE("a client upgrade abandoned after any number of steps releases everyth
     };
     // librdmacm opens the device once per process, at its first use.
     REQUIRE(full_upgrade() == UpgradeOutcome::Rdma);
-    const Held before = held_now();
-    bool finished = false;
-    for (int steps = 0; steps < kMaxSteps && !finished; ++steps) {
-        const int fd = tcp_connect(tcp.port);
-        REQUIRE(fd >= 0);
-        std::string where;
-        {
-            transport::ClientUpgrade upgrade(fd, Mode::Require, Settings{});
-            transport::Error err;
-            finished = step_times(upgrade, steps, err);
-            where = transport::to_string(upgrade.stage());
-            if (finished) CHECK(upgrade.take_result().outcome == UpgradeOutcome::Rdma);
-        }
-        close(fd);
-        INFO("abandoned after " << steps << " steps, " << where);
-        CHECK(held_now() == before);
-        std::fprintf(stderr, "after %d steps (%s): %s\n", steps, where.c_str(), to_string(held_now()).c_str());
-    }
-    CHECK(finished);
-    CHECK(full_upgrade() == UpgradeOutcome::Rdma);
-    CHECK(held_now() == before);
+    abandon_after_each_step<transport::ClientUpgrade>(
+        held_now(),
+        [&] {
+            const int fd = tcp_connect(tcp.port);
+            REQUIRE(fd >= 0);
+            return fd;
+        },
+        [](int fd) { return transport::ClientUpgrade(fd, Mode::Require, Settings{}); }, full_upgrade);
 }
 
 TEST_CASE("a server upgrade abandoned after any number of steps releases everything", "[rdma][abandon]") {
@@ -116,26 +131,8 @@ TEST_CASE("a server upgrade abandoned after any number of steps releases everyth
         return outcome;
     };
     REQUIRE(full_upgrade() == UpgradeOutcome::Rdma);
-    const Held before = held_now();
-    bool finished = false;
-    for (int steps = 0; steps < kMaxSteps && !finished; ++steps) {
-        const int fd = next_request();
-        std::string where;
-        {
-            transport::ServerUpgrade upgrade(fd, Settings{});
-            transport::Error err;
-            finished = step_times(upgrade, steps, err);
-            where = transport::to_string(upgrade.stage());
-            if (finished) CHECK(upgrade.take_result().outcome == UpgradeOutcome::Rdma);
-        }
-        close(fd);
-        INFO("abandoned after " << steps << " steps, " << where);
-        CHECK(held_now() == before);
-        std::fprintf(stderr, "after %d steps (%s): %s\n", steps, where.c_str(), to_string(held_now()).c_str());
-    }
-    CHECK(finished);
-    CHECK(full_upgrade() == UpgradeOutcome::Rdma);
-    CHECK(held_now() == before);
+    abandon_after_each_step<transport::ServerUpgrade>(
+        held_now(), next_request, [](int fd) { return transport::ServerUpgrade(fd, Settings{}); }, full_upgrade);
 }
 
 TEST_CASE("an RDMA connector abandoned after any number of steps releases everything", "[rdma][abandon]") {
