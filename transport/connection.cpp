@@ -242,6 +242,25 @@ int Connection::wait(short wanted, int timeout_ms) noexcept {
     }
 }
 
+short Connection::spin(short wanted) noexcept {
+    if (!usable()) return POLLNVAL;
+    const Use use(*this);
+    if (!use) return 0;
+    try {
+        return stream_->spin(wanted);
+    } catch (...) {
+        return POLLERR;
+    }
+}
+
+std::string Connection::device_name() const noexcept {
+    try {
+        return usable() ? stream_->device_name() : std::string();
+    } catch (...) {
+        return {};
+    }
+}
+
 int Connection::set_interest(short events) noexcept {
     const Use use(*this);
     if (!use) return -1;

@@ -130,10 +130,16 @@ public:
     bool peer_closed() noexcept { return (poll_events(POLLRDHUP) & (POLLRDHUP | POLLHUP)) != 0; }
     bool failed() noexcept { return (poll_events(0) & POLLERR) != 0; }
     int wait(short wanted, int timeout_ms) noexcept;
+    // wait()'s busy-poll without the sleep: at most the adaptive spin budget
+    // (Settings::busy_poll), then what is ready (0 if nothing). For a caller
+    // about to sleep in its own epoll_wait on fd().
+    short spin(short wanted) noexcept;
     // What fd() signals; returns -1 (EBADF) when the connection is unusable.
     int set_interest(short events) noexcept;
 
     [[nodiscard]] ConnectionStats stats() const noexcept;
+    // The RDMA device the connection runs on ("rxe0"); empty when unusable.
+    [[nodiscard]] std::string device_name() const noexcept;
     // Why the connection failed, in words for a log line; empty while it works.
     [[nodiscard]] std::string failure_reason() const noexcept;
 

@@ -162,6 +162,12 @@ int Endpoint::poll(std::span<ibv_wc> out) {
     return ibv_poll_cq(cq_.get(), static_cast<int>(out.size()), out.data());
 }
 
+std::string Endpoint::device_name() const {
+    const ibv_context* verbs = id_ ? id_->verbs : nullptr;
+    const char* name = verbs != nullptr ? ibv_get_device_name(verbs->device) : nullptr;
+    return name != nullptr ? name : "";
+}
+
 bool Endpoint::take_peer_gone_event() {
     bool gone = false;
     rdma_cm_event* raw = nullptr;

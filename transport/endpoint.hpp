@@ -69,6 +69,7 @@ public:
     [[nodiscard]] const std::uint8_t* control_rx_slot(std::uint32_t slot) const override;
     [[nodiscard]] protocol::XferMemory rx_ring_announcement() const override;
     [[nodiscard]] const Settings& settings() const override { return settings_; }
+    [[nodiscard]] std::string device_name() const override;
 
 private:
     explicit Endpoint(const Settings& settings) : settings_(settings) {}

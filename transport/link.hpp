@@ -16,6 +16,8 @@
 
 #include <infiniband/verbs.h>
 
+#include <string>
+
 #include <cstdint>
 #include <span>
 
@@ -58,6 +60,8 @@ public:
     [[nodiscard]] virtual const std::uint8_t* control_rx_slot(std::uint32_t slot) const = 0;
     [[nodiscard]] virtual protocol::XferMemory rx_ring_announcement() const = 0;
     [[nodiscard]] virtual const Settings& settings() const = 0;
+    // The RDMA device's name ("rxe0"), for logs and pg_stat_rdma.
+    [[nodiscard]] virtual std::string device_name() const = 0;
 };
 
 }  // namespace pg_rdma::transport

@@ -199,23 +199,33 @@ int Stream::sleep_for(short wanted, Millis timeout) {
     return rc;
 }
 
+short Stream::spin_until_ready(short wanted, bool may_spin, Clock::time_point start) {
+    const auto mask = static_cast<short>(wanted | POLLERR | POLLHUP);
+    // The fast path makes no system call: completions already there, or
+    // arriving within the spin budget, are caught without consuming events
+    // or a wakeup (see adaptive_spin.hpp). Events are consumed only on the
+    // way to sleep.
+    poll_completions();
+    const auto ready_now = [&] { return static_cast<short>(readiness() & mask); };
+    if (ready_now() == 0 && may_spin) busy_poll([&] { return ready_now() != 0; });
+    const short r = ready_now();
+    if (r != 0) {
+        flush_control();  // credit updates the spin made due
+        spin_.on_wait(Clock::now() - start);
+    }
+    return r;
+}
+
+short Stream::spin(short wanted) {
+    if (closed_) return POLLNVAL;
+    return spin_until_ready(wanted, true, Clock::now());
+}
+
 int Stream::wait(short wanted, Millis timeout) {
     if (closed_) return POLLNVAL;
     const auto start = Clock::now();
     const auto deadline = timeout.count() < 0 ? Clock::time_point::max() : start + timeout;
-    const auto mask = static_cast<short>(wanted | POLLERR | POLLHUP);
-    // The fast path makes no system call: completions already there, or
-    // arriving within the spin budget, are caught without consuming events
-    // or a wakeup (see adaptive_spin.hpp). Events are consumed below, only
-    // on the way to sleep.
-    poll_completions();
-    const auto ready_now = [&] { return static_cast<short>(readiness() & mask); };
-    if (ready_now() == 0 && timeout.count() != 0) busy_poll([&] { return ready_now() != 0; });
-    if (const short r = ready_now(); r != 0) {
-        flush_control();  // credit updates the spin made due
-        spin_.on_wait(Clock::now() - start);
-        return r;
-    }
+    if (const short r = spin_until_ready(wanted, timeout.count() != 0, start); r != 0) return r;
     short r = 0;
     for (;;) {
         r = poll_events(wanted);

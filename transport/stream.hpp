@@ -66,6 +66,11 @@ public:
     // (negative: no limit). Busy-polls the CQ briefly first (AdaptiveSpin).
     // Returns the events, 0 on timeout, -1 with EINTR on a signal.
     int wait(short wanted, Millis timeout);
+    // wait()'s busy-poll alone: polls completions for at most the adaptive
+    // spin budget and returns what is ready, never sleeping. For a caller
+    // that sleeps elsewhere (an interposed epoll_wait).
+    short spin(short wanted);
+    [[nodiscard]] std::string device_name() const { return link_->device_name(); }
     // Which readiness fd() signals. Until a caller says, POLLIN, or POLLOUT
     // while a write that said EAGAIN waits.
     void set_interest(short events);
@@ -87,6 +92,7 @@ private:
 
     // --- handshake (stream_handshake.cpp)
     // Each side moves through these phases; messages out of turn are EPROTO.
+    short spin_until_ready(short wanted, bool may_spin, Clock::time_point start);
     enum class Phase { AwaitOffer, AwaitAgreement, AwaitRing, Established };
     bool on_offer(const protocol::FeatureOffer& offer);
     bool on_agreement(const protocol::FeatureAgreement& agreed);

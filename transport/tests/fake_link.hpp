@@ -50,6 +50,7 @@ public:
     [[nodiscard]] const std::uint8_t* control_rx_slot(std::uint32_t slot) const override;
     [[nodiscard]] protocol::XferMemory rx_ring_announcement() const override;
     [[nodiscard]] const Settings& settings() const override { return settings_; }
+    [[nodiscard]] std::string device_name() const override { return "fake0"; }
 
     // Counters a test can check.
     [[nodiscard]] std::uint64_t probes_posted() const { return probes_posted_; }
