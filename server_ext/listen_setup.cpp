@@ -66,12 +66,6 @@ void add_rdma_listen_addresses() {
     if (result.merged == nullptr) return;
 
     SetConfigOption("listen_addresses", result.merged, PGC_POSTMASTER, PGC_S_OVERRIDE);
-    ereport(WARNING,
-            (errmsg("pg_rdma: RDMA sessions are not available in this build; the addresses in "
-                    "pg_rdma.listen_addresses serve TCP only"),
-             errhint("listen_addresses is now \"%s\". RDMA sessions come with a later version of pg_rdma; "
-                     "clients asking for RDMA fall back to TCP or fail with with_rsocket=require.",
-                     result.merged)));
     pfree(result.merged);
 }
 

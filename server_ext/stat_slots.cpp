@@ -117,7 +117,11 @@ bool claim_stat_slot(const SessionIdentity& identity) {
     }
     if (my_slot == nullptr) return false;
     if (!exit_callback_registered) {
-        on_shmem_exit(release_at_exit, 0);
+        // Not on_shmem_exit: the claim comes before InitProcess, and
+        // PostgreSQL insists that no on_shmem_exit callback exists by then
+        // ("on_shmem_exit has been called prematurely"). The main shared
+        // memory stays mapped through the on_proc_exit callbacks.
+        on_proc_exit(release_at_exit, 0);
         exit_callback_registered = true;
     }
     write_my_slot([&](StatRow& r) {

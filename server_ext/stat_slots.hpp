@@ -6,7 +6,7 @@
 // shmem_startup_hook; a backend claims a slot when its session is accepted
 // on a pg_rdma address (claim_stat_slot, before InitProcess, so the slot
 // cannot be indexed by BackendId), updates it while the session runs, and
-// releases it at exit (an on_shmem_exit callback does it if the session code
+// releases it at exit (an on_proc_exit callback does it if the session code
 // did not).
 #pragma once
 

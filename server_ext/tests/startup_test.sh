@@ -2,11 +2,11 @@
 # Starts real PostgreSQL 15 servers with the built pg_rdma (staged, see
 # stage.sh) and checks what happens at startup: a bad combination of
 # settings and a malformed pg_rdma.listen_addresses stop the server with a
-# clear message; a good pg_rdma.listen_addresses is served over TCP with one
-# WARNING; without shared_preload_libraries, LOAD 'pg_rdma' fails clearly.
-# Usage: startup_test.sh BUILT_PG_RDMA_SO SERVER_EXT_SOURCE_DIR
+# clear message; a good pg_rdma.listen_addresses is served over TCP (plain
+# and declined sessions logged); without shared_preload_libraries, LOAD 'pg_rdma' fails clearly.
+# Usage: startup_test.sh BUILT_PG_RDMA_SO SERVER_EXT_SOURCE_DIR PG_WIRE_PROBE
 set -euo pipefail
-so=$1 src=$2
+so=$1 src=$2 probe=$3
 here=$(dirname "$(readlink -f "$0")")
 . "$here/stage.sh"
 
@@ -45,16 +45,43 @@ grep -q 'invalid value for parameter "pg_rdma.listen_addresses": the list has an
     fail "no clear message for the malformed list"
 echo "ok: a malformed pg_rdma.listen_addresses stops the server"
 
-# 3. pg_rdma.listen_addresses is served over TCP, with one honest WARNING.
-configure "shared_preload_libraries = 'pg_rdma'" "pg_rdma.listen_addresses = ' 127.0.0.1 '"
+# 3. pg_rdma.listen_addresses is served over TCP too, and the session hooks
+#    are installed without a WARNING. Plain clients stay on TCP (logged as
+#    with_rsocket=false); a client asking for RDMA on a machine without an
+#    RDMA device is declined with the reason and continues on TCP.
+configure "shared_preload_libraries = 'pg_rdma'" "pg_rdma.listen_addresses = ' 127.0.0.1 '" \
+    "log_connections = on" "log_disconnections = on"
 start || fail "the server did not start with a valid pg_rdma.listen_addresses"
 [ "$(sql -c 'show listen_addresses')" = 127.0.0.1 ] || fail "listen_addresses does not include the RDMA address"
 [ "$(as_pg "$STAGE_BIN/psql" -X -h 127.0.0.1 -p "$PORT" -U postgres -d postgres -At -c 'select 42')" = 42 ] ||
     fail "no TCP service on the pg_rdma address"
-[ "$(grep -c 'WARNING:  pg_rdma: RDMA sessions are not available in this build' "$data/log")" = 1 ] ||
-    fail "expected exactly one WARNING that RDMA sessions are not available"
+grep -q 'WARNING:  pg_rdma' "$data/log" && fail "unexpected pg_rdma WARNING at startup"
+grep -q 'LOG:  pg_rdma: connection on TCP: with_rsocket=false host=127.0.0.1 port=' "$data/log" ||
+    fail "no with_rsocket=false line for a plain TCP session on a pg_rdma address"
+grep -q 'LOG:  pg_rdma: disconnection: with_rsocket=false session time: ' "$data/log" ||
+    fail "no pg_rdma disconnection line"
+out=$("$probe" 127.0.0.1 "$PORT" postgres postgres --prefer 'select 7' 2>&1) ||
+    fail "a client asking for RDMA without a device did not continue on TCP: $out"
+grep -qx 7 <<<"$out" || fail "the query of a client preferring RDMA did not run: $out"
+# Our client does not even ask without a device; ask by hand, as a client
+# on a machine with one would: the server has none, so it answers 'N'.
+reply=$(python3 - "$PORT" <<'PY'
+import socket, struct, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
+s.sendall(struct.pack("!II", 8, 0x52444D41))
+print(s.recv(1).decode())
+PY
+) || fail "the raw upgrade request got no answer"
+[ "$reply" = N ] || fail "expected the decline 'N' from a server without an RDMA device, got '$reply'"
+sleep 0.5
+grep -q 'LOG:  pg_rdma: RDMA not possible for host=127.0.0.1 port=[0-9]*, the session continues on TCP (with_rsocket=false): ' \
+    "$data/log" || fail "the server did not log why RDMA was not possible"
+# Unix-socket sessions are not pg_rdma's: no line for them.
+lines_before=$(grep -c 'pg_rdma: ' "$data/log")
+sql -c 'select 1' >/dev/null
+[ "$(grep -c 'pg_rdma: ' "$data/log")" = "$lines_before" ] || fail "a Unix-socket session was logged as pg_rdma's"
 stop
-echo "ok: pg_rdma.listen_addresses serves TCP and says RDMA is not available"
+echo "ok: pg_rdma.listen_addresses serves TCP; plain and declined sessions stay on TCP and are logged"
 
 # 4. Without shared_preload_libraries, loading the module is refused.
 configure

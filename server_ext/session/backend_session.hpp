@@ -1,0 +1,46 @@
+// This backend's client session as the socket hooks see it. One per
+// process; a backend has exactly one client socket. Verbs resources exist
+// only once a backend upgraded (never in the postmaster, which only ever
+// sees the Undecided state it was created in).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "server_ext/session/rdma_session.hpp"
+#include "server_ext/session/wait_registrations.hpp"
+
+namespace pg_rdma::server {
+
+enum class SessionPhase {
+    Undecided,  // before the session's first read
+    Tcp,        // PostgreSQL's own TCP path; the hooks only count bytes
+    Rdma,       // every call on the client socket goes to `rdma`
+};
+
+struct BackendSession {
+    SessionPhase phase = SessionPhase::Undecided;
+    int client_fd = -1;                 // once decided
+    bool shown = false;                 // on a pg_rdma address: a pg_stat_rdma row
+    WaitRegistrations pending;          // Undecided: epoll sets holding the client socket
+    std::unique_ptr<RdmaSession> rdma;  // Rdma
+    std::uint64_t bytes_sent = 0;       // running totals, either transport
+    std::uint64_t bytes_received = 0;
+    bool failure_logged = false;
+};
+
+BackendSession& backend_session() noexcept;
+
+// Decides the session on its first read of `fd` (session_start.cpp): our
+// upgrade request moves it onto RDMA, anything else leaves it on TCP.
+// false: nothing decisive arrived yet (the read says EAGAIN). May end the
+// backend with FATAL (an upgrade that broke the TCP connection).
+bool start_session(int fd);
+
+// After a failed read or write on the RDMA connection: logs why, once.
+void log_rdma_failure();
+// After successful I/O: the pg_stat_rdma counters.
+void publish_counters();
+
+}  // namespace pg_rdma::server

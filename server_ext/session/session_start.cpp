@@ -1,0 +1,237 @@
+// Deciding a backend's session on its first read, and what the server says
+// about it: the pg_stat_rdma row and the log lines.
+//
+// PostgreSQL errors are raised only from the small C-style functions at the
+// bottom, which hold no C++ object: the deciding code fills a Report and
+// returns, then the report is made.
+#include <sys/socket.h>
+
+#include <netdb.h>
+
+#include <cstdio>
+#include <string>
+
+#include "server_ext/listen_list.hpp"
+#include "server_ext/session/backend_session.hpp"
+#include "server_ext/session/first_packet.hpp"
+#include "server_ext/session/rdma_address.hpp"
+#include "server_ext/session/real_calls.hpp"
+#include "server_ext/settings_gucs.hpp"
+#include "server_ext/stat_slots.hpp"
+#include "transport/tcp_upgrade.hpp"
+
+#include "server_ext/pg_headers.hpp"
+
+extern "C" {
+// Exported by the postgres executable, not declared in its headers.
+extern bool Log_disconnections;
+}
+
+namespace pg_rdma::server {
+namespace {
+
+constexpr std::size_t kReasonSize = 512;  // bytes of a reason in a log line
+
+// What start_session decided, for the C-style reporting below.
+struct Report {
+    enum Kind { None, Upgraded, StayedTcp, Declined, NotOffered, Fatal } kind = None;
+    char reason[kReasonSize] = {};
+    char device[kStatFieldSize] = {};
+    int protocol_version = 0;
+    std::uint32_t rx_buffer_size = 0;
+};
+
+void set_reason(Report& r, const std::string& why) {
+    snprintf(r.reason, sizeof r.reason, "%s", why.c_str());
+}
+
+// The client's numeric address and port, as pg_stat_rdma stores them.
+void client_address(char (&host)[NI_MAXHOST], int& port) {
+    char service[NI_MAXSERV] = {};
+    host[0] = '\0';
+    port = 0;
+    if (getnameinfo(reinterpret_cast<const sockaddr*>(&MyProcPort->raddr.addr), MyProcPort->raddr.salen, host,
+                    sizeof host, service, sizeof service, NI_NUMERICHOST | NI_NUMERICSERV) == 0)
+        port = std::atoi(service);
+}
+
+void show_session(const Report& r, SessionTransport transport) {
+    char host[NI_MAXHOST];
+    int port = 0;
+    client_address(host, port);
+    SessionIdentity id;
+    id.client_addr = host;
+    id.client_port = port;
+    id.transport = transport;
+    id.device = r.device;
+    id.protocol_version = r.protocol_version;
+    id.rx_buffer_size = r.rx_buffer_size;
+    backend_session().shown = claim_stat_slot(id);
+}
+
+// Decides; fills `report`. Never raises a PostgreSQL error.
+bool decide(int fd, Report& report) noexcept {
+    BackendSession& s = backend_session();
+    try {
+        const AddressList list = parse_address_list(rdma_listen_addresses_guc());
+        const bool offered = offers_rdma(reinterpret_cast<const sockaddr*>(&MyProcPort->laddr.addr), list.items);
+        switch (take_first_packet(fd)) {
+            case FirstPacket::NotYet: return false;
+            case FirstPacket::Other:
+                s.phase = SessionPhase::Tcp;
+                s.client_fd = fd;
+                if (offered) {
+                    report.kind = Report::StayedTcp;
+                    show_session(report, SessionTransport::Tcp);
+                }
+                s.pending.clear();
+                return true;
+            case FirstPacket::Upgrade: break;
+        }
+        s.client_fd = fd;
+        if (!offered) {
+            s.phase = SessionPhase::Tcp;
+            s.pending.clear();
+            report.kind = Report::NotOffered;
+            if (!send_decline(fd)) set_reason(report, "the decline could not be sent");
+            return true;
+        }
+        const RealCalls& real = real_calls();
+        transport::UpgradeResult result =
+            transport::upgrade_server(fd, settings_from_gucs(), transport::TcpIo{real.send, real.recv});
+        switch (result.outcome) {
+            case transport::UpgradeOutcome::Rdma: {
+                auto session = std::make_unique<RdmaSession>(fd, std::move(result.connection));
+                if (!session->adopt(s.pending)) {
+                    report.kind = Report::Fatal;
+                    set_reason(report, std::string("epoll_ctl could not move the session's waits onto RDMA: ") +
+                                           strerror(errno));
+                    return true;
+                }
+                const transport::ConnectionStats stats = session->connection()->stats();
+                snprintf(report.device, sizeof report.device, "%s",
+                              session->connection()->device_name().c_str());
+                report.protocol_version = stats.protocol_version;
+                report.rx_buffer_size = stats.rx_buffer_size;
+                s.rdma = std::move(session);
+                s.phase = SessionPhase::Rdma;
+                s.pending.clear();
+                report.kind = Report::Upgraded;
+                show_session(report, SessionTransport::Rdma);
+                return true;
+            }
+            case transport::UpgradeOutcome::TcpSame:
+                s.phase = SessionPhase::Tcp;
+                s.pending.clear();
+                report.kind = Report::Declined;
+                set_reason(report, result.error.message);
+                show_session(report, SessionTransport::Tcp);
+                return true;
+            case transport::UpgradeOutcome::TcpReconnect:
+            case transport::UpgradeOutcome::Failed: break;
+        }
+        report.kind = Report::Fatal;
+        set_reason(report, result.error.message);
+    } catch (...) {
+        report.kind = Report::Fatal;
+        set_reason(report, "out of memory");
+    }
+    return true;
+}
+
+/* ---- C-style reporting: no C++ object is alive in these frames ---- */
+
+void log_session_end(int, Datum);
+
+void report_decision(const Report& r) {
+    const char* host = MyProcPort->remote_host;
+    const char* port = MyProcPort->remote_port;
+    switch (r.kind) {
+        case Report::None: break;
+        case Report::Upgraded:
+            if (Log_connections)
+                ereport(LOG, (errmsg("pg_rdma: connection upgraded: with_rsocket=true host=%s port=%s device=%s "
+                                     "protocol_version=%d rx_buffer_size=%u",
+                                     host, port, r.device, r.protocol_version, r.rx_buffer_size)));
+            on_proc_exit(log_session_end, 0);
+            break;
+        case Report::StayedTcp:
+            if (Log_connections)
+                ereport(LOG, (errmsg("pg_rdma: connection on TCP: with_rsocket=false host=%s port=%s", host, port)));
+            on_proc_exit(log_session_end, 0);
+            break;
+        case Report::Declined:
+            ereport(LOG, (errmsg("pg_rdma: RDMA not possible for host=%s port=%s, the session continues on TCP "
+                                 "(with_rsocket=false): %s",
+                                 host, port, r.reason)));
+            on_proc_exit(log_session_end, 0);
+            break;
+        case Report::NotOffered:
+            ereport(LOG, (errmsg("pg_rdma: declined an RDMA upgrade from host=%s port=%s: this address is not in "
+                                 "pg_rdma.listen_addresses%s%s",
+                                 host, port, r.reason[0] != '\0' ? "; " : "", r.reason)));
+            break;
+        case Report::Fatal:
+            // The client is mid-handshake: an ErrorResponse on the TCP
+            // connection would be read as garbage. Log only.
+            whereToSendOutput = DestNone;
+            ereport(FATAL, (errcode(ERRCODE_CONNECTION_FAILURE),
+                            errmsg("pg_rdma: RDMA upgrade failed for host=%s port=%s: %s", host, port, r.reason)));
+            break;
+    }
+}
+
+void log_session_end(int, Datum) {
+    if (!Log_disconnections) return;
+    const BackendSession& s = backend_session();
+    long secs = 0;
+    int usecs = 0;
+    TimestampDifference(MyStartTimestamp, GetCurrentTimestamp(), &secs, &usecs);
+    const long hours = secs / SECS_PER_HOUR;
+    const long minutes = (secs % SECS_PER_HOUR) / SECS_PER_MINUTE;
+    ereport(LOG, (errmsg("pg_rdma: disconnection: with_rsocket=%s session time: %ld:%02ld:%02ld.%03d host=%s "
+                         "port=%s bytes_sent=%llu bytes_received=%llu",
+                         s.rdma ? "true" : "false", hours, minutes, secs % SECS_PER_MINUTE, usecs / 1000,
+                         MyProcPort->remote_host, MyProcPort->remote_port,
+                         static_cast<unsigned long long>(s.bytes_sent),
+                         static_cast<unsigned long long>(s.bytes_received))));
+}
+
+}  // namespace
+
+BackendSession& backend_session() noexcept {
+    static BackendSession session;
+    return session;
+}
+
+bool start_session(int fd) {
+    Report report;
+    if (!decide(fd, report)) return false;
+    report_decision(report);
+    return true;
+}
+
+void publish_counters() {
+    BackendSession& s = backend_session();
+    if (s.phase == SessionPhase::Rdma && s.rdma && s.rdma->connection() != nullptr) {
+        const transport::ConnectionStats stats = s.rdma->connection()->stats();
+        s.bytes_sent = stats.bytes_sent;
+        s.bytes_received = stats.bytes_received;
+    }
+    if (s.shown) update_stat_counters(s.bytes_sent, s.bytes_received);
+}
+
+void log_rdma_failure() {
+    BackendSession& s = backend_session();
+    if (s.failure_logged || !s.rdma || s.rdma->connection() == nullptr) return;
+    s.failure_logged = true;
+    char reason[kReasonSize];
+    {
+        const std::string why = s.rdma->connection()->failure_reason();
+        snprintf(reason, sizeof reason, "%s", why.empty() ? "the connection failed" : why.c_str());
+    }
+    ereport(LOG, (errmsg("pg_rdma: RDMA session with host=%s port=%s failed: %s", MyProcPort->remote_host,
+                         MyProcPort->remote_port, reason)));
+}
+
+}  // namespace pg_rdma::server

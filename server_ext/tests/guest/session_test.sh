@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# PostgreSQL sessions over RDMA, server side: a real PostgreSQL 15 with the
+# built pg_rdma (staged, see ../stage.sh), pg_rdma.listen_addresses on the
+# guest's rxe0 address, and pg_wire_probe (a protocol-3 client over the
+# transport) as the client. Runs in the Soft-RoCE guest as root.
+# Usage: session_test.sh BUILT_PG_RDMA_SO SERVER_EXT_SOURCE_DIR PG_WIRE_PROBE
+set -euo pipefail
+so=$1 src=$2 probe=$3
+here=$(dirname "$(readlink -f "$0")")
+. "$here/../stage.sh"
+IP=${RXE_IP:?run in the Soft-RoCE guest}
+DEV=${RXE_DEV:?run in the Soft-RoCE guest}
+PORT=54340
+work=$(mktemp -d /tmp/pg_rdma-session.XXXXXX)
+data=$work/data
+stop() { as_pg "$STAGE_BIN/pg_ctl" -D "$data" -m fast -t 30 stop >/dev/null 2>&1 || true; }
+trap 'stop; rm -rf "$work"' EXIT
+stage_install "$work" "$so" "$src"
+as_pg "$STAGE_BIN/initdb" -D "$data" -A trust -U postgres --no-locale >/dev/null
+printf '%s\n' "port = $PORT" "unix_socket_directories = '$work'" "listen_addresses = ''" \
+    "shared_preload_libraries = 'pg_rdma'" "pg_rdma.listen_addresses = '$IP'" \
+    "log_connections = on" "log_disconnections = on" | as_pg tee -a "$data/postgresql.conf" >/dev/null
+echo "host all all $IP/32 trust" | as_pg tee -a "$data/pg_hba.conf" >/dev/null
+as_pg "$STAGE_BIN/pg_ctl" -D "$data" -l "$data/log" -w -t 60 start >/dev/null
+
+fail() { echo "FAIL: $*"; cat "$data/log"; exit 1; }
+sql() { as_pg "$STAGE_BIN/psql" -X -h "$work" -p "$PORT" -U postgres -d postgres -At "$@"; }
+rdma() { "$probe" "$IP" "$PORT" postgres postgres "$@"; }
+
+sql -c 'create extension pg_rdma' >/dev/null
+started=$(sql -c 'select pg_postmaster_start_time()')
+
+# 1. A session over RDMA: the view and the log say so, pg_hba saw the real
+#    client address.
+out=$(rdma "select transport, device, protocol_version, client_addr, inet_client_addr() from pg_stat_rdma where pid = pg_backend_pid()") ||
+    fail "the RDMA session failed: $out"
+[ "$out" = "rdma|$DEV|1|$IP|$IP" ] || fail "pg_stat_rdma for the RDMA session: '$out'"
+grep -q "LOG:  pg_rdma: connection upgraded: with_rsocket=true host=$IP port=[0-9]* device=$DEV " "$data/log" ||
+    fail "no with_rsocket=true log line"
+sleep 0.5
+grep -q "LOG:  pg_rdma: disconnection: with_rsocket=true session time: [0-9:.]* host=$IP port=[0-9]* bytes_sent=[1-9][0-9]* bytes_received=[1-9]" \
+    "$data/log" || fail "no with_rsocket=true disconnection line with bytes"
+echo "ok: a session over RDMA shows in pg_stat_rdma and the log"
+
+# 2. The same address without the upgrade stays on TCP.
+out=$(rdma --tcp "select transport from pg_stat_rdma where pid = pg_backend_pid()") || fail "TCP session: $out"
+[ "$out" = tcp ] || fail "pg_stat_rdma for the TCP session: '$out'"
+echo "ok: the same address serves TCP"
+
+# 3. Large results (the backend blocks in send and waits for EPOLLOUT) and
+#    many queries in one session; counters are live.
+out=$(rdma "select md5(string_agg(repeat(chr(65 + g % 26), 1000), '')) from generate_series(1, 20000) g") ||
+    fail "large aggregate: $out"
+expected=$(sql -c "select md5(string_agg(repeat(chr(65 + g % 26), 1000), '')) from generate_series(1, 20000) g")
+[ "$out" = "$expected" ] || fail "the aggregate differs over RDMA: '$out' vs '$expected'"
+rdma "select repeat('x', 4000000) from generate_series(1, 5)" \
+     "select bytes_sent > 20000000 and bytes_received > 0 from pg_stat_rdma where pid = pg_backend_pid()" \
+     >"$work/rows.out" || fail "large rows failed"
+[ "$(wc -c <"$work/rows.out")" = $((5 * 4000001 + 2)) ] || fail "large rows arrived with $(wc -c <"$work/rows.out") bytes"
+[ "$(tail -1 "$work/rows.out")" = t ] || fail "pg_stat_rdma's counters did not grow during the session"
+big=$(rdma "select repeat('y', 30000000)" | wc -c) || fail "a 30 MB row failed"
+[ "$big" = 30000001 ] || fail "a 30 MB row arrived with $big bytes"
+echo "ok: large results over RDMA arrive whole; counters grow during the session"
+
+# 4. An idle client (no call into the transport for 25 s, longer than the
+#    keepalive timeout) keeps its session, and the idle backend sleeps.
+rdma --sleep-ms 25000 "select pg_backend_pid()" "select 'still here'" >"$work/idle.out" 2>&1 &
+idle=$!
+for _ in $(seq 100); do [ -s "$work/idle.out" ] && break; sleep 0.1; done
+pid=$(head -1 "$work/idle.out")
+[ -n "$pid" ] || fail "the idle client did not start"
+sleep 2
+t0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+sleep 10
+t1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+wait "$idle" || fail "the idle session failed: $(cat "$work/idle.out")"
+[ "$(tail -1 "$work/idle.out")" = "still here" ] || fail "the idle session: $(cat "$work/idle.out")"
+# clock ticks (1/100 s): an idle backend may wake for keepalive, never spin.
+[ $((t1 - t0)) -le 20 ] || fail "an idle RDMA backend used $((t1 - t0)) ticks of CPU in 10 s"
+echo "ok: an idle session lives on; its backend used $((t1 - t0))/1000 ticks of CPU in 10 s"
+
+# 5. pg_terminate_backend delivers its FATAL to the RDMA client, and the
+#    postmaster does not restart.
+rdma "select pg_sleep(60)" >"$work/term.out" 2>&1 &
+victim=$!
+for _ in $(seq 100); do
+    pid=$(sql -c "select pid from pg_stat_activity where query = 'select pg_sleep(60)'")
+    [ -n "$pid" ] && break
+    sleep 0.1
+done
+[ -n "$pid" ] || fail "the session to terminate did not start"
+[ "$(sql -c "select transport from pg_stat_rdma where pid = $pid")" = rdma ] || fail "the victim is not on RDMA"
+sql -c "select pg_terminate_backend($pid)" >/dev/null
+wait "$victim" && fail "the terminated session exited 0"
+grep -q 'FATAL: terminating connection due to administrator command' "$work/term.out" ||
+    fail "the RDMA client did not get the FATAL: $(cat "$work/term.out")"
+[ "$(sql -c 'select pg_postmaster_start_time()')" = "$started" ] || fail "the postmaster restarted"
+echo "ok: pg_terminate_backend reaches the RDMA client; the postmaster lives on"
+
+# 6. pg_cancel_backend cancels a query on an RDMA session; the session goes on.
+rdma "select pg_sleep(60)" "select 'after cancel'" >"$work/cancel.out" 2>&1 &
+victim=$!
+for _ in $(seq 100); do
+    pid=$(sql -c "select pid from pg_stat_activity where query = 'select pg_sleep(60)'")
+    [ -n "$pid" ] && break
+    sleep 0.1
+done
+sql -c "select pg_cancel_backend($pid)" >/dev/null
+wait "$victim" && rc=0 || rc=$?
+[ "$rc" = 1 ] || fail "the cancelled session ended with $rc: $(cat "$work/cancel.out")"
+grep -q 'ERROR: canceling statement due to user request' "$work/cancel.out" || fail "no cancel error: $(cat "$work/cancel.out")"
+[ "$(tail -1 "$work/cancel.out")" = "after cancel" ] || fail "the session did not go on after the cancel"
+echo "ok: pg_cancel_backend cancels a query on an RDMA session"
+
+# 7. A client killed mid-query: its backend notices and exits cleanly.
+rdma "select pg_sleep(3)" "select pg_sleep(60)" >/dev/null 2>&1 &
+victim=$!
+for _ in $(seq 100); do
+    pid=$(sql -c "select pid from pg_stat_activity where query like 'select pg_sleep(%'")
+    [ -n "$pid" ] && break
+    sleep 0.1
+done
+kill -9 "$victim"; wait "$victim" 2>/dev/null || true
+for _ in $(seq 300); do
+    [ -z "$(sql -c "select pid from pg_stat_activity where pid = $pid")" ] && break
+    sleep 0.1
+done
+[ -z "$(sql -c "select pid from pg_stat_activity where pid = $pid")" ] || fail "the backend of a killed client is still there"
+[ "$(sql -c 'select pg_postmaster_start_time()')" = "$started" ] || fail "the postmaster restarted"
+echo "ok: the backend of a SIGKILLed RDMA client exits; the postmaster lives on"
+
+grep -q 'server process .* was terminated\|terminated by signal' "$data/log" && fail "a backend crashed"
+echo "ok: no backend crashed"
