@@ -14,7 +14,7 @@ here=$(dirname "$(readlink -f "$0")")
 : "${RXE_IP:?run in the Soft-RoCE guest (regress/run-rdma-suite)}"
 
 fail() { echo "FAIL: $*"; echo "---- server log:"; cat "$(pg_cluster_log)" 2>/dev/null; exit 1; }
-ok() { echo "ok: $*"; }
+ok() { echo "ok: $* (${SECONDS}s)"; }
 
 PG_CLUSTER_PORT=54341
 work=$(mktemp -d /tmp/pg_rdma-cluster.XXXXXX)
