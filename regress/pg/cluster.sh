@@ -18,6 +18,8 @@ PG_RDMA_ROOT=${PG_RDMA_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 . "$PG_RDMA_ROOT/server_ext/tests/stage.sh"
 # shellcheck source=certs.sh
 . "$PG_RDMA_ROOT/regress/pg/certs.sh"
+# shellcheck source=initdb_cache.sh
+. "$PG_RDMA_ROOT/regress/pg/initdb_cache.sh"
 
 PG_CLUSTER_TIMEOUT=${PG_CLUSTER_TIMEOUT:-60}
 _pg_cluster_works=()
@@ -37,7 +39,8 @@ _pg_cluster_append() { _pg_cluster_write "$1" append; }
 #   address), port PG_CLUSTER_PORT (default 54340), the Unix socket in WORK,
 #   then each CONF_LINE (later lines win). pg_hba: local trust for the
 #   harness, conf/pg_hba.pg_rdma.conf for the RDMA range (scram-sha-256).
-#   Does not start the server.
+#   initdb's result is cached in BUILD (initdb_cache.sh). Does not start
+#   the server.
 pg_cluster_init() {
     local work=${1:?pg_cluster_init WORK BUILD [CONF_LINE...]} build=${2:?pg_cluster_init WORK BUILD}
     shift 2
@@ -56,12 +59,7 @@ pg_cluster_init() {
     declare -p PG_CLUSTER_WORK PG_CLUSTER_DATA PG_CLUSTER_BIN PG_CLUSTER_PORT PG_CLUSTER_HOST |
         _pg_cluster_write "$work/cluster.env"
 
-    if ! as_pg "$PG_CLUSTER_BIN/initdb" -D "$PG_CLUSTER_DATA" -U postgres --no-locale -E UTF8 \
-            --auth-local=trust --auth-host=scram-sha-256 >"$work/initdb.log" 2>&1; then
-        cat "$work/initdb.log" >&2
-        _pg_cluster_error "initdb failed"
-        return 1
-    fi
+    _pg_cluster_initdb "$PG_CLUSTER_DATA" "$build" || { _pg_cluster_error "initdb failed"; return 1; }
     _pg_cluster_write "$work/pgpass" </dev/null
     as_pg chmod 600 "$work/pgpass"
 
