@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # regress/pg/certs.sh — TLS for a test cluster (sourced by cluster.sh).
 #
 # pg_cluster_make_certs: a throwaway CA and a server certificate for the
@@ -23,11 +24,13 @@ pg_cluster_make_certs() {
         { _pg_cluster_error "could not make the test CA"; return 1; }
     printf 'subjectAltName = IP:%s, DNS:localhost\nbasicConstraints = CA:FALSE\n' "$PG_CLUSTER_HOST" |
         _pg_cluster_write "$dir/server.ext"
-    _pg_cluster_openssl req -new "${ec[@]}" -subj "/CN=$PG_CLUSTER_HOST" \
-        -keyout "$data/server.key" -out "$dir/server.csr" &&
-        _pg_cluster_openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" \
-            -CAcreateserial -days 2 -extfile "$dir/server.ext" -out "$data/server.crt" ||
-        { _pg_cluster_error "could not make the server certificate"; return 1; }
+    if ! _pg_cluster_openssl req -new "${ec[@]}" -subj "/CN=$PG_CLUSTER_HOST" \
+            -keyout "$data/server.key" -out "$dir/server.csr" ||
+        ! _pg_cluster_openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" \
+            -CAcreateserial -days 2 -extfile "$dir/server.ext" -out "$data/server.crt"; then
+        _pg_cluster_error "could not make the server certificate"
+        return 1
+    fi
     # PostgreSQL refuses a key file others can read.
     as_pg chmod 600 "$data/server.key" "$dir/ca.key"
     printf '%s\n' "ssl = on" "ssl_ca_file = '$dir/ca.crt'" |

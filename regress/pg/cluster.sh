@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # regress/pg/cluster.sh — sourced (bash) by guest tests and the demo: a
 # throwaway PostgreSQL 15 cluster that runs the BUILT pg_rdma, configured
 # with the project's own samples (conf/). See README.md in this folder.
@@ -14,11 +15,12 @@
 # a test that needs its own EXIT trap calls pg_cluster_cleanup from it.
 
 PG_RDMA_ROOT=${PG_RDMA_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
-# shellcheck source=../../server_ext/tests/stage.sh
+# shellcheck source-path=SCRIPTDIR/../..
+# shellcheck source=server_ext/tests/stage.sh
 . "$PG_RDMA_ROOT/server_ext/tests/stage.sh"
-# shellcheck source=certs.sh
+# shellcheck source=regress/pg/certs.sh
 . "$PG_RDMA_ROOT/regress/pg/certs.sh"
-# shellcheck source=initdb_cache.sh
+# shellcheck source=regress/pg/initdb_cache.sh
 . "$PG_RDMA_ROOT/regress/pg/initdb_cache.sh"
 
 PG_CLUSTER_TIMEOUT=${PG_CLUSTER_TIMEOUT:-60}
@@ -86,6 +88,7 @@ pg_cluster_init() {
 }
 
 # pg_cluster_use WORK: makes the cluster in WORK the current one.
+# shellcheck source=/dev/null
 pg_cluster_use() { . "${1:?pg_cluster_use WORK}/cluster.env"; }
 
 # pg_cluster_log: the server log's path.
@@ -155,9 +158,9 @@ SELECT format('CREATE ROLE %I LOGIN', :'role')
  WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = :'role') \gexec
 ALTER ROLE :"role" LOGIN PASSWORD :'password';
 SQL
-    local esc_role esc_password
-    esc_role=$(sed 's/[\\:]/\\&/g' <<<"$role")
-    esc_password=$(sed 's/[\\:]/\\&/g' <<<"$password")
+    # The password file's escapes: backslash first, then colon.
+    local esc_role=${role//\\/\\\\} esc_password=${password//\\/\\\\}
+    esc_role=${esc_role//:/\\:} esc_password=${esc_password//:/\\:}
     echo "*:*:*:$esc_role:$esc_password" | _pg_cluster_append "$PG_CLUSTER_WORK/pgpass"
 }
 

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # regress/pg/initdb_cache.sh — initdb for test clusters, cached (sourced by
 # cluster.sh).
 #

@@ -10,6 +10,7 @@
 set -euo pipefail
 build=$(readlink -f "$1")
 here=$(dirname "$(readlink -f "$0")")
+# shellcheck source=regress/pg/cluster.sh
 . "$here/../cluster.sh"
 : "${RXE_IP:?run in the Soft-RoCE guest (regress/run-rdma-suite)}"
 
