@@ -53,6 +53,8 @@ pg_cluster_init() {
     _pg_cluster_works+=("$work")
 
     stage_install "$work" "$so" "$PG_RDMA_ROOT/server_ext" || return 1
+    as_pg test -w "$work" ||
+        { _pg_cluster_error "the postgres user cannot write $work (are its parents searchable?)"; return 1; }
     PG_CLUSTER_WORK=$work
     PG_CLUSTER_DATA=$work/data
     PG_CLUSTER_BIN=$STAGE_BIN
