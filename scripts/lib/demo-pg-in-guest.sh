@@ -3,6 +3,7 @@
 # built pg_rdma preloaded, configured by conf/ (regress/pg/cluster.sh), and a
 # plain psql session to it over the rxe address. Usage: demo-pg-in-guest.sh BUILD
 set -euo pipefail
+# shellcheck source=regress/pg/cluster.sh
 . "$(dirname "$(readlink -f "$0")")/../../regress/pg/cluster.sh"
 PG_CLUSTER_PORT=54390
 pg_cluster_init "$(mktemp -d /tmp/pg_rdma-demo.XXXXXX)" "$1"
