@@ -12,6 +12,7 @@
 #include <cerrno>
 
 #include "libclient/preload/conn_policy.hpp"
+#include "libclient/preload/epoll_registry.hpp"
 #include "libclient/preload/libc_calls.hpp"
 #include "libclient/preload/socket_table.hpp"
 #include "libclient/preload/upgrade_driver.hpp"
@@ -88,7 +89,9 @@ __attribute__((visibility("default"))) int connect(int fd, const sockaddr* addr,
 }
 
 __attribute__((visibility("default"))) int close(int fd) {
-    if (in_transport() || !SocketTable::instance().any()) return libc().close(fd);
+    if (in_transport()) return libc().close(fd);
+    if (!EpollRegistry::instance().empty()) EpollRegistry::instance().forget_descriptor(fd);
+    if (!SocketTable::instance().any()) return libc().close(fd);
     std::unique_ptr<SocketEntry> entry = SocketTable::instance().take(fd);
     if (!entry) return libc().close(fd);
     int rc = 0;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 
+#include "libclient/preload/epoll_registry.hpp"
 #include "libclient/preload/libc_calls.hpp"
 #include "libclient/preload/pq_messages.hpp"
 
@@ -58,10 +59,12 @@ int reconnect(int fd, const SocketEntry& entry) {
     if (fresh < 0) return errno;
     copy_socket_options(fd, fresh);
     const int flags = ::fcntl(fd, F_GETFD);
-    if (::dup3(fresh, fd, (flags >= 0 && (flags & FD_CLOEXEC) != 0) ? O_CLOEXEC : 0) < 0) {
-        const int e = errno;
+    const int moved = rebind_epoll(fd, false, [&] {
+        return ::dup3(fresh, fd, (flags >= 0 && (flags & FD_CLOEXEC) != 0) ? O_CLOEXEC : 0) < 0 ? errno : 0;
+    });
+    if (moved != 0) {
         libc().close(fresh);
-        return e;
+        return moved;
     }
     libc().close(fresh);
     if (libc().connect(fd, reinterpret_cast<const sockaddr*>(&entry.peer), entry.peer_len) < 0 &&
@@ -77,10 +80,12 @@ int take_over(int fd, SocketEntry& entry, std::unique_ptr<transport::Connection>
     const int flags = ::fcntl(fd, F_GETFD);
     const int tcp = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (tcp < 0) return errno;
-    if (::dup3(connection->fd(), fd, (flags >= 0 && (flags & FD_CLOEXEC) != 0) ? O_CLOEXEC : 0) < 0) {
-        const int e = errno;
+    const int moved = rebind_epoll(fd, true, [&] {
+        return ::dup3(connection->fd(), fd, (flags >= 0 && (flags & FD_CLOEXEC) != 0) ? O_CLOEXEC : 0) < 0 ? errno : 0;
+    });
+    if (moved != 0) {
         libc().close(tcp);
-        return e;
+        return moved;
     }
     entry.tcp_fd = tcp;
     entry.connection = std::move(connection);

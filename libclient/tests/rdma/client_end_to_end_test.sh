@@ -58,7 +58,7 @@ done
 echo "ok: without with_rsocket (or false/off) psql stays on plain TCP and sends no upgrade request"
 
 # 3. Every connection call, blocking and asynchronous (poll and select).
-for form in connectdb connectdb_params setdblogin start_poll start_select start_params_poll; do
+for form in connectdb connectdb_params setdblogin start_poll start_select start_epoll start_params_poll; do
     n=$(sessions)
     run "$forms" "$form" "$rdma with_rsocket=require" || fail "pq_forms $form: $(err)"
     grep -qx 42 "$work/out" || fail "pq_forms $form printed: $(out)"
@@ -68,7 +68,7 @@ for form in connectdb connectdb_params setdblogin start_poll start_select start_
         echo "   $form: $(grep longest "$work/out")";;
     esac
 done
-echo "ok: PQconnectdb, PQconnectdbParams, PQsetdbLogin, PQconnectStart(Params) + PQconnectPoll over RDMA"
+echo "ok: PQconnectdb, PQconnectdbParams, PQsetdbLogin, PQconnectStart(Params) + PQconnectPoll (poll, select, epoll) over RDMA"
 
 # 4. Data both ways: COPY out and in, checksums equal to plain TCP's.
 gen="copy (select g, md5(g::text), repeat('y', g % 300) from generate_series(1, 100000) g) to stdout"

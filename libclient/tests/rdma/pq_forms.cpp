@@ -2,13 +2,16 @@
 // runs `select 42` and a few pipelined queries, prints what came back.
 // Run under libpq_rdma.so by the end-to-end test. FORM:
 //   connectdb, connectdb_params, setdblogin      blocking calls
-//   start_poll, start_select, start_params_poll  PQconnectStart* + PQconnectPoll,
-//        waiting on PQsocket() with poll() or select(); the queries then go
+//   start_poll, start_select, start_epoll, start_params_poll
+//        PQconnectStart* + PQconnectPoll, waiting on PQsocket() with poll(),
+//        select() or one epoll set; the queries then go
 //        non-blocking (PQsendQuery, PQflush, PQconsumeInput) with the same wait
 // Exit 0 on success; 1 with PQerrorMessage on stderr otherwise.
 #include <libpq-fe.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/select.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -18,11 +21,31 @@
 namespace {
 
 bool g_use_select = false;
+// start_epoll: one epoll set for the whole run, PQsocket() registered once
+// and modified as the wanted events change, as an event loop does.
+int g_epoll = -1;
+int g_registered = -1;
+
+bool wait_epoll(int fd, bool for_read, bool for_write) {
+    epoll_event ev{};
+    ev.events = (for_read ? EPOLLIN : 0u) | (for_write ? EPOLLOUT : 0u);
+    ev.data.u64 = 7;
+    const int op = g_registered == fd ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+    if (epoll_ctl(g_epoll, op, fd, &ev) != 0) {
+        std::perror("pq_forms: epoll_ctl");
+        return false;
+    }
+    g_registered = fd;
+    epoll_event out{};
+    const int n = epoll_wait(g_epoll, &out, 1, 10'000);
+    return n == 1 && out.data.u64 == 7;
+}
 
 // Waits until PQsocket() is readable or writable as asked; the longest
 // single wait is recorded (PQconnectPoll must not block the loop).
 bool wait_socket(PGconn* c, bool for_read, bool for_write) {
     const int fd = PQsocket(c);
+    if (g_epoll >= 0) return wait_epoll(fd, for_read, for_write);
     if (g_use_select) {
         fd_set r, w;
         FD_ZERO(&r);
@@ -107,6 +130,7 @@ int main(int argc, char** argv) {
     else if (form == "setdblogin") c = PQsetdbLogin(nullptr, nullptr, nullptr, nullptr, conninfo, nullptr, nullptr);
     else if (form == "start_poll") c = connect_async(PQconnectStart(conninfo)), async = true;
     else if (form == "start_select") g_use_select = true, c = connect_async(PQconnectStart(conninfo)), async = true;
+    else if (form == "start_epoll") g_epoll = epoll_create1(EPOLL_CLOEXEC), c = connect_async(PQconnectStart(conninfo)), async = true;
     else if (form == "start_params_poll") c = connect_async(PQconnectStartParams(kw, val, 1)), async = true;
     else {
         std::fprintf(stderr, "pq_forms: unknown form %s\n", form.c_str());
