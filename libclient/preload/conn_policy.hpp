@@ -1,0 +1,54 @@
+// Which PGconn asked for RDMA, and how the socket libpq makes for it learns.
+//
+// The PQconnect* wrappers take with_rsocket out of what libpq sees and
+// remember the policy here, keyed by the PGconn (PQfinish forgets it). libpq
+// makes each attempt's socket inside PQconnectPoll, which the library wraps
+// too: while the real PQconnectPoll runs, the thread's ActivePolicy says
+// which policy a connect() on this thread belongs to. A connect() outside
+// it (PQcancel, the application's own sockets) is never touched.
+//
+// libpq's PQconnectStart* call PQconnectPoll before they return the PGconn,
+// and PQconnectdb* / PQsetdbLogin call PQconnectStart* themselves: a
+// StartScope carries the policy of the outermost wrapper to the first
+// PQconnectPoll of the PGconn being made.
+#pragma once
+
+#include <libpq-fe.h>
+
+#include <optional>
+
+#include "libclient/conninfo/policy.hpp"
+
+namespace pg_rdma::client {
+
+using conninfo::RsocketPolicy;
+
+// The policy registered for `conn`, registering the StartScope's for a
+// PGconn not seen yet; Off for one no wrapper started.
+RsocketPolicy policy_of(const PGconn* conn);
+void forget(const PGconn* conn) noexcept;
+
+// Set by the outermost PQconnect* / PQsetdbLogin wrapper for the duration
+// of the real call. Inner wrappers (PQconnectdb calls PQconnectStart) keep
+// the outer one's policy.
+class StartScope {
+public:
+    explicit StartScope(RsocketPolicy policy) noexcept;
+    ~StartScope();
+    StartScope(const StartScope&) = delete;
+    StartScope& operator=(const StartScope&) = delete;
+    [[nodiscard]] static bool active() noexcept;
+};
+
+// Set by the PQconnectPoll wrapper around the real call.
+class ActivePolicy {
+public:
+    explicit ActivePolicy(RsocketPolicy policy) noexcept;
+    ~ActivePolicy();
+    ActivePolicy(const ActivePolicy&) = delete;
+    ActivePolicy& operator=(const ActivePolicy&) = delete;
+    // The policy of the attempt this thread is in; Off outside (signal-safe).
+    [[nodiscard]] static RsocketPolicy current() noexcept;
+};
+
+}  // namespace pg_rdma::client

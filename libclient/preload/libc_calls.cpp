@@ -1,0 +1,70 @@
+#include "libclient/preload/libc_calls.hpp"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "server_ext/interpose/library_function.hpp"
+
+namespace pg_rdma::client {
+namespace {
+
+LibcCalls g_libc{};
+
+__attribute__((tls_model("initial-exec"))) thread_local int t_transport_depth = 0;
+
+template <typename F>
+void find(F& slot, const char* name) noexcept {
+    slot = reinterpret_cast<F>(interpose::library_function("libc.so.6", name));
+    if (slot == nullptr) {
+        static const char prefix[] = "libpq_rdma: cannot find the C library's ";
+        // Not ::write: inside this library that is our own wrapper.
+        (void)!syscall(SYS_write, 2, prefix, sizeof prefix - 1);
+        (void)!syscall(SYS_write, 2, name, std::strlen(name));
+        (void)!syscall(SYS_write, 2, "\n", 1);
+        std::abort();
+    }
+}
+
+void load() noexcept {
+    find(g_libc.connect, "connect");
+    find(g_libc.close, "close");
+    find(g_libc.recv, "recv");
+    find(g_libc.send, "send");
+    find(g_libc.read, "read");
+    find(g_libc.write, "write");
+    find(g_libc.readv, "readv");
+    find(g_libc.writev, "writev");
+    find(g_libc.poll, "poll");
+    find(g_libc.ppoll, "ppoll");
+    find(g_libc.select, "select");
+    find(g_libc.pselect, "pselect");
+    find(g_libc.getsockopt, "getsockopt");
+    find(g_libc.setsockopt, "setsockopt");
+    find(g_libc.getsockname, "getsockname");
+    find(g_libc.getpeername, "getpeername");
+    find(g_libc.shutdown, "shutdown");
+    find(g_libc.epoll_ctl, "epoll_ctl");
+    find(g_libc.epoll_wait, "epoll_wait");
+    find(g_libc.epoll_pwait, "epoll_pwait");
+}
+
+// Runs before main() (and before any constructor of the program's own that
+// could call a wrapper, as a preloaded library initialises first).
+__attribute__((constructor(101))) void load_at_start() { load(); }
+
+}  // namespace
+
+const LibcCalls& libc() noexcept {
+    // A wrapper called by another library's constructor that ran before ours.
+    if (g_libc.close == nullptr) load();
+    return g_libc;
+}
+
+bool in_transport() noexcept { return t_transport_depth > 0; }
+TransportCall::TransportCall() noexcept { ++t_transport_depth; }
+TransportCall::~TransportCall() { --t_transport_depth; }
+
+}  // namespace pg_rdma::client

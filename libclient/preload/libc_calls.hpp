@@ -1,0 +1,61 @@
+// The C library's own socket and wait calls, for this library's wrappers to
+// forward to and for everything it does itself (the transport included).
+//
+// Found by naming libc.so.6 (server_ext/interpose/library_function.hpp), not
+// by RTLD_NEXT, so another preloaded shim cannot stand in for libc. Filled
+// by a constructor before main(); every entry is non-null afterwards, or the
+// process has no usable libc and aborts at load with a message.
+//
+// TransportCall marks a stretch of code in which this thread is inside the
+// transport or the upgrade: the exported wrappers then forward straight to
+// libc, so the transport's own poll/epoll_wait/send/recv never meet them.
+#pragma once
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+namespace pg_rdma::client {
+
+struct LibcCalls {
+    int (*connect)(int, const sockaddr*, socklen_t);
+    int (*close)(int);
+    ssize_t (*recv)(int, void*, size_t, int);
+    ssize_t (*send)(int, const void*, size_t, int);
+    ssize_t (*read)(int, void*, size_t);
+    ssize_t (*write)(int, const void*, size_t);
+    ssize_t (*readv)(int, const iovec*, int);
+    ssize_t (*writev)(int, const iovec*, int);
+    int (*poll)(pollfd*, nfds_t, int);
+    int (*ppoll)(pollfd*, nfds_t, const timespec*, const sigset_t*);
+    int (*select)(int, fd_set*, fd_set*, fd_set*, timeval*);
+    int (*pselect)(int, fd_set*, fd_set*, fd_set*, const timespec*, const sigset_t*);
+    int (*getsockopt)(int, int, int, void*, socklen_t*);
+    int (*setsockopt)(int, int, int, const void*, socklen_t);
+    int (*getsockname)(int, sockaddr*, socklen_t*);
+    int (*getpeername)(int, sockaddr*, socklen_t*);
+    int (*shutdown)(int, int);
+    int (*epoll_ctl)(int, int, int, epoll_event*);
+    int (*epoll_wait)(int, epoll_event*, int, int);
+    int (*epoll_pwait)(int, epoll_event*, int, int, const sigset_t*);
+};
+
+const LibcCalls& libc() noexcept;
+
+// Nesting depth of transport work on this thread (initial-exec TLS: safe to
+// read from a signal handler, no allocation on first use).
+bool in_transport() noexcept;
+
+class TransportCall {
+public:
+    TransportCall() noexcept;
+    ~TransportCall();
+    TransportCall(const TransportCall&) = delete;
+    TransportCall& operator=(const TransportCall&) = delete;
+};
+
+}  // namespace pg_rdma::client

@@ -1,0 +1,56 @@
+#include "libclient/preload/readiness.hpp"
+
+#include "libclient/preload/libc_calls.hpp"
+
+namespace pg_rdma::client {
+namespace {
+
+constexpr short kAlways = POLLERR | POLLHUP | POLLNVAL;
+
+short connection_events(SocketEntry& entry, short wanted) noexcept {
+    TransportCall inside;
+    const short ev = entry.connection->poll_events(wanted);
+    return static_cast<short>(ev & (wanted | kAlways | POLLRDHUP));
+}
+
+}  // namespace
+
+short ready_now(SocketEntry& entry, short wanted) noexcept {
+    switch (entry.state) {
+        case SocketState::Rdma: return connection_events(entry, wanted);
+        case SocketState::Failed: return POLLERR;
+        default: return 0;
+    }
+}
+
+pollfd substitute(SocketEntry& entry, int fd, short wanted) noexcept {
+    switch (entry.state) {
+        case SocketState::Rdma: {
+            TransportCall inside;
+            entry.connection->set_interest(wanted);
+            return {entry.connection->fd(), POLLIN, 0};
+        }
+        case SocketState::Upgrading: {
+            TransportCall inside;
+            const transport::Want want = entry.upgrade->want();
+            if (want.count > 0) return {want.fds[0].fd, want.fds[0].events, 0};
+            return {-1, 0, 0};
+        }
+        default: return {fd, wanted, 0};
+    }
+}
+
+short translate(SocketEntry& entry, short wanted, short real_revents) noexcept {
+    switch (entry.state) {
+        case SocketState::Rdma: return real_revents != 0 ? connection_events(entry, wanted) : 0;
+        case SocketState::Upgrading:
+            // The caller (libpq, or an application driving PQconnectPoll)
+            // waits for what PQconnectPoll asked; the step tells the rest.
+            if (real_revents == 0) return 0;
+            return static_cast<short>((wanted & (POLLIN | POLLOUT)) != 0 ? (wanted & (POLLIN | POLLOUT)) : POLLIN);
+        case SocketState::Failed: return POLLERR;
+        default: return real_revents;
+    }
+}
+
+}  // namespace pg_rdma::client

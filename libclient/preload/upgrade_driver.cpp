@@ -1,0 +1,187 @@
+#include "libclient/preload/upgrade_driver.hpp"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include "libclient/preload/epoll_registry.hpp"
+#include "libclient/preload/libc_calls.hpp"
+#include "libclient/preload/pq_messages.hpp"
+
+namespace pg_rdma::client {
+namespace {
+
+using transport::StepStatus;
+using transport::UpgradeOutcome;
+
+// Whether the TCP connect on `fd` has finished: 0 when connected, an errno
+// when it failed, EINPROGRESS while it is still under way.
+int tcp_connect_state(int fd) {
+    pollfd p{fd, POLLOUT, 0};
+    if (libc().poll(&p, 1, 0) == 0) return EINPROGRESS;
+    int error = 0;
+    socklen_t len = sizeof error;
+    if (libc().getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) < 0) return errno;
+    return error;
+}
+
+PostgresPollingStatusType waiting_for(const transport::Want& want) {
+    return (want.count > 0 && (want.fds[0].events & POLLOUT) != 0) ? PGRES_POLLING_WRITING
+                                                                  : PGRES_POLLING_READING;
+}
+
+// The options libpq set on its socket before connect(), for the new one.
+void copy_socket_options(int from, int to) {
+    struct Option {
+        int level, name;
+    };
+    static constexpr Option kOptions[] = {
+        {IPPROTO_TCP, TCP_NODELAY},   {SOL_SOCKET, SO_KEEPALIVE},    {IPPROTO_TCP, TCP_KEEPIDLE},
+        {IPPROTO_TCP, TCP_KEEPINTVL}, {IPPROTO_TCP, TCP_KEEPCNT},    {IPPROTO_TCP, TCP_USER_TIMEOUT},
+    };
+    for (const Option& o : kOptions) {
+        int value = 0;
+        socklen_t len = sizeof value;
+        if (libc().getsockopt(from, o.level, o.name, &value, &len) == 0)
+            (void)libc().setsockopt(to, o.level, o.name, &value, len);
+    }
+}
+
+// A fresh TCP socket under `fd`'s number, connecting to where it did.
+// 0, or the errno that stopped it.
+int reconnect(int fd, const SocketEntry& entry) {
+    const int fresh = ::socket(entry.peer.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fresh < 0) return errno;
+    copy_socket_options(fd, fresh);
+    const int flags = ::fcntl(fd, F_GETFD);
+    const int moved = rebind_epoll(fd, false, [&] {
+        return ::dup3(fresh, fd, (flags >= 0 && (flags & FD_CLOEXEC) != 0) ? O_CLOEXEC : 0) < 0 ? errno : 0;
+    });
+    if (moved != 0) {
+        libc().close(fresh);
+        return moved;
+    }
+    libc().close(fresh);
+    if (libc().connect(fd, reinterpret_cast<const sockaddr*>(&entry.peer), entry.peer_len) < 0 &&
+        errno != EINPROGRESS && errno != EINTR)
+        return errno;
+    return 0;
+}
+
+// The session moves to RDMA: the TCP socket to a number of its own (kept
+// open, the session's identity for the server), the transport's fd onto
+// libpq's number. 0, or an errno.
+int take_over(int fd, SocketEntry& entry, std::unique_ptr<transport::Connection> connection) {
+    const int flags = ::fcntl(fd, F_GETFD);
+    const int tcp = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (tcp < 0) return errno;
+    const int moved = rebind_epoll(fd, true, [&] {
+        return ::dup3(connection->fd(), fd, (flags >= 0 && (flags & FD_CLOEXEC) != 0) ? O_CLOEXEC : 0) < 0 ? errno : 0;
+    });
+    if (moved != 0) {
+        libc().close(tcp);
+        return moved;
+    }
+    entry.tcp_fd = tcp;
+    entry.connection = std::move(connection);
+    entry.state = SocketState::Rdma;
+    return 0;
+}
+
+void fail_attempt(SocketEntry& entry, int code, std::string_view reason, std::string& failure) {
+    entry.state = SocketState::Failed;
+    // Not ECONNREFUSED: libpq would add "Is the server running...?".
+    entry.failed_errno = code != 0 && code != ECONNREFUSED ? code : EPROTONOSUPPORT;
+    failure = "with_rsocket=require: RDMA is not possible: ";
+    failure += reason;
+    failure += '\n';
+}
+
+std::optional<PostgresPollingStatusType> finish_upgrade(PGconn* conn, int fd, SocketEntry& entry,
+                                                        std::string& failure) {
+    transport::UpgradeResult result = entry.upgrade->take_result();
+    entry.upgrade.reset();
+    switch (result.outcome) {
+        case UpgradeOutcome::Rdma:
+            if (const int e = take_over(fd, entry, std::move(result.connection)); e != 0) {
+                const std::string why = std::string("could not move the session onto RDMA: ") + std::strerror(e);
+                // The upgrade took the TCP connection; nothing to fall back on.
+                fail_attempt(entry, e, why, failure);
+            }
+            return std::nullopt;
+        case UpgradeOutcome::TcpSame:
+            warn_fallback(conn, result.error.message);
+            SocketTable::instance().take(fd);
+            return std::nullopt;
+        case UpgradeOutcome::TcpReconnect:
+            warn_fallback(conn, result.error.message);
+            if (const int e = reconnect(fd, entry); e != 0) {
+                entry.state = SocketState::Failed;
+                entry.failed_errno = e;
+                return std::nullopt;
+            }
+            entry.state = SocketState::Reconnecting;
+            return PGRES_POLLING_WRITING;
+        case UpgradeOutcome::Failed:
+            fail_attempt(entry, result.error.code, result.error.message, failure);
+            return std::nullopt;
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+bool arm(int fd, const sockaddr* addr, socklen_t len, conninfo::RsocketPolicy policy) {
+    if (addr == nullptr || len > sizeof(sockaddr_storage)) return false;
+    auto entry = std::make_unique<SocketEntry>();
+    entry->mode = policy == conninfo::RsocketPolicy::Require ? transport::Mode::Require : transport::Mode::Prefer;
+    std::memcpy(&entry->peer, addr, len);
+    entry->peer_len = len;
+    return SocketTable::instance().install(fd, std::move(entry));
+}
+
+std::optional<PostgresPollingStatusType> drive(PGconn* conn, int fd, SocketEntry& entry, std::string& failure) {
+    TransportCall inside;
+    switch (entry.state) {
+        case SocketState::Connecting: {
+            const int state = tcp_connect_state(fd);
+            if (state == EINPROGRESS) return PGRES_POLLING_WRITING;
+            if (state != 0) {
+                // Reading SO_ERROR cleared it: libpq learns it from the entry,
+                // reports the failed connect and tries the next address.
+                entry.state = SocketState::Failed;
+                entry.failed_errno = state;
+                return std::nullopt;
+            }
+            entry.upgrade = std::make_unique<transport::ClientUpgrade>(
+                fd, entry.mode, transport::Settings{}, transport::TcpIo{libc().send, libc().recv});
+            entry.state = SocketState::Upgrading;
+            [[fallthrough]];
+        }
+        case SocketState::Upgrading:
+            if (entry.upgrade->step() == StepStatus::InProgress) return waiting_for(entry.upgrade->want());
+            return finish_upgrade(conn, fd, entry, failure);
+        case SocketState::Reconnecting: {
+            const int state = tcp_connect_state(fd);
+            if (state == EINPROGRESS) return PGRES_POLLING_WRITING;
+            if (state != 0) {  // as above: libpq reads the error from the entry
+                entry.state = SocketState::Failed;
+                entry.failed_errno = state;
+                return std::nullopt;
+            }
+            // Connected: plain libpq from here on.
+            SocketTable::instance().take(fd);
+            return std::nullopt;
+        }
+        case SocketState::Rdma:
+        case SocketState::Failed: return std::nullopt;
+    }
+    return std::nullopt;
+}
+
+}  // namespace pg_rdma::client
