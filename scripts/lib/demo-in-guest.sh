@@ -26,7 +26,7 @@ for _ in $(seq 100); do grep -q listening "$log" && break; sleep 0.1; done
 "$bench" client --addr "$RXE_IP" --port "$port" --mode bandwidth --sizes 64K --seconds 2
 wait "$server"
 echo
-echo "== 4. PostgreSQL 15 with pg_rdma preloaded, listening on $RXE_IP"
+echo "== 4. PostgreSQL 15 with pg_rdma preloaded on $RXE_IP: psql over RDMA"
 "$(dirname "$(readlink -f "$0")")/demo-pg-in-guest.sh" "$build"
 echo
 echo "pg_rdma demo: RDMA works here. (Emulated CPU: compare figures only as ratios, see scripts/bench.)"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Step of scripts/demo inside the guest: a real PostgreSQL 15 server with the
 # built pg_rdma preloaded, configured by conf/ (regress/pg/cluster.sh), and a
-# plain psql session to it over the rxe address. Usage: demo-pg-in-guest.sh BUILD
+# psql session to it over RDMA through the installed `pgrdma` wrapper, with
+# pg_stat_rdma and the server's log line proving it. Then the same psql
+# without with_rsocket, on TCP, for comparison. Usage: demo-pg-in-guest.sh BUILD
 set -euo pipefail
 # shellcheck source=regress/pg/cluster.sh
 . "$(dirname "$(readlink -f "$0")")/../../regress/pg/cluster.sh"
@@ -10,10 +12,20 @@ pg_cluster_init "$(mktemp -d /tmp/pg_rdma-demo.XXXXXX)" "$1"
 pg_cluster_start
 pg_cluster_set_password demo demo
 pg_cluster_psql -c 'create extension pg_rdma' -c 'grant pg_read_all_stats to demo' >/dev/null
+pgrdma=$(command -v pgrdma || echo "$1/libclient/pgrdma")
+query="select pid, client_addr, transport, device, protocol_version, bytes_sent, bytes_received
+         from pg_stat_rdma where pid = pg_backend_pid()"
+echo "\$ pgrdma psql \"host=$RXE_IP user=demo with_rsocket=true\" -c \"select ... from pg_stat_rdma ...\""
+PGUSER=demo pg_cluster_client "$pgrdma" psql -X -P footer=off \
+    -d "host=$RXE_IP dbname=postgres with_rsocket=true" -c "$query"
+echo "\$ psql \"host=$RXE_IP user=demo\" (no with_rsocket: plain TCP, same address)"
+PGUSER=demo pg_cluster_client psql -X -P footer=off -d "host=$RXE_IP dbname=postgres" \
+    -c "select pid, transport from pg_stat_rdma where pid = pg_backend_pid()"
+sleep 0.3
 echo "server log, pg_rdma's lines:"
-grep -E 'pg_rdma:|listen_addresses is now|listening on IPv4' "$(pg_cluster_log)" | sed -E 's/^[0-9-]+ [0-9:.]+ UTC \[[0-9]+\] /  /'
-echo "psql -h $RXE_IP (scram-sha-256 per conf/pg_hba.pg_rdma.conf):"
-PGUSER=demo pg_cluster_psql_tcp "" -P tuples_only=off -P format=aligned -P footer=off \
-    -c "select current_user, inet_client_addr() as client, inet_server_addr() as server,
-               (select count(*) from pg_stat_rdma) as rdma_sessions"
+grep -E 'pg_rdma:' "$(pg_cluster_log)" | sed -E 's/^[0-9-]+ [0-9:.]+ UTC \[[0-9]+\] /  /'
+grep -q 'pg_rdma: connection upgraded: with_rsocket=true' "$(pg_cluster_log)" || {
+    echo "pg_rdma demo: the session was NOT upgraded to RDMA" >&2
+    exit 1
+}
 pg_cluster_stop
