@@ -1,58 +1,70 @@
 #!/usr/bin/env bash
 # libpq_rdma.so end to end in the Soft-RoCE guest: real psql and libpq, a
-# real PostgreSQL 15, real RDMA. Until the pg_rdma backend upgrades
-# sessions, the RDMA side is stand_in_backend (TEST ONLY: a relay from the
-# RDMA connection to PostgreSQL on loopback). The fallback cases talk to
-# PostgreSQL directly, which has no pg_rdma.
-# Usage: client_end_to_end_test.sh LIBPQ_RDMA_SO PQ_FORMS STAND_IN_BACKEND PGRDMA
+# real PostgreSQL 15 with the built pg_rdma (regress/pg/cluster.sh), real
+# RDMA. Which transport a session used is what the server says: its
+# pg_stat_rdma row, or its log line (pg_rdma: connection upgraded /
+# connection on TCP). The fallback cases also talk to a second cluster
+# without pg_rdma.
+# Usage: client_end_to_end_test.sh LIBPQ_RDMA_SO PQ_FORMS PGRDMA BUILD_DIR
 set -euo pipefail
-so=$1 forms=$2 stand_in=$3 pgrdma=$4
-PGBIN=/usr/lib/postgresql/15/bin
+so=$1 forms=$2 pgrdma=$3 build=$4
 IP=${RXE_IP:?run in the Soft-RoCE guest}
-PG_PORT=54401 RELAY_PORT=54402 CLOSED_PORT=54403
-work=$(mktemp -d /tmp/pg_rdma-client.XXXXXX)
-chown postgres "$work"
-as_pg() { runuser -u postgres -- "$@"; }
-relay_pid=
-cleanup() {
-    [ -n "$relay_pid" ] && kill "$relay_pid" 2>/dev/null
-    as_pg "$PGBIN/pg_ctl" -D "$work/data" -m immediate stop >/dev/null 2>&1 || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; echo "--- stand-in log:"; cat "$work/relay.log" 2>/dev/null; echo "--- server log:"; tail -20 "$work/data/log"; exit 1; }
+# shellcheck source=regress/pg/cluster.sh
+. "$(dirname "$(readlink -f "$0")")/../../../regress/pg/cluster.sh"
+CLOSED_PORT=54403
 
-as_pg "$PGBIN/initdb" -D "$work/data" -A trust -U postgres >/dev/null
-echo "host all all $IP/32 trust" >>"$work/data/pg_hba.conf"
-as_pg "$PGBIN/pg_ctl" -D "$work/data" -l "$work/data/log" -w \
-    -o "-c listen_addresses=127.0.0.1,$IP -p $PG_PORT -k $work" start >/dev/null
-touch "$work/relay.log"
-"$stand_in" "$IP" "$RELAY_PORT" "$PG_PORT" "$work/relay.log" >"$work/relay.out" &
-relay_pid=$!
-for _ in $(seq 100); do grep -q ready "$work/relay.out" 2>/dev/null && break; sleep 0.1; done
+# The cluster without pg_rdma (same staged binaries, nothing preloaded).
+PG_CLUSTER_PORT=54401
+pg_cluster_init "$(mktemp -d /tmp/pg_rdma-client-plain.XXXXXX)" "$build" \
+    "shared_preload_libraries = ''" "listen_addresses = '$IP'"
+pg_cluster_start
+pg_cluster_set_password postgres secret
+plain_work=$PG_CLUSTER_WORK
+plain_log=$(pg_cluster_log)
+# The pg_rdma cluster: on the rxe address (RDMA and TCP) and on 127.0.0.1,
+# where this backend cannot get an RDMA device.
+PG_CLUSTER_PORT=54402
+pg_cluster_init "$(mktemp -d /tmp/pg_rdma-client.XXXXXX)" "$build" \
+    "pg_rdma.listen_addresses = '$IP,127.0.0.1'" "log_connections = on"
+echo "host all all 127.0.0.1/32 scram-sha-256" | as_pg tee -a "$PG_CLUSTER_DATA/pg_hba.conf" >/dev/null
+pg_cluster_start
+pg_cluster_set_password postgres secret
+pg_cluster_psql -c 'create extension pg_rdma' >/dev/null
+log=$(pg_cluster_log)
+# Both clusters' passwords, for clients run as root.
+cat "$plain_work/pgpass" "$PG_CLUSTER_WORK/pgpass" >/tmp/pg_rdma-client.pgpass
+chmod 600 /tmp/pg_rdma-client.pgpass
+export PGPASSFILE=/tmp/pg_rdma-client.pgpass
+work=$PG_CLUSTER_WORK
 
-rdma="host=$IP port=$RELAY_PORT user=postgres dbname=postgres"
-plain="host=$IP port=$PG_PORT user=postgres dbname=postgres"
-# pq [ENV...] -- CMD...: runs CMD under the library, stdout to $out, stderr to $err.
+fail() { echo "FAIL: $*"; echo "--- server log:"; tail -30 "$log"; exit 1; }
+
+rdma="host=$IP port=54402 user=postgres dbname=postgres"
+plain="host=$IP port=54401 user=postgres dbname=postgres"
+no_device="host=127.0.0.1 port=54402 user=postgres dbname=postgres"
+# run CMD...: runs CMD under the library, stdout to $work/out, stderr to $work/err.
 run() { LD_PRELOAD=$so "$@" >"$work/out" 2>"$work/err"; }
 out() { cat "$work/out"; }
 err() { cat "$work/err"; }
-last_session() { tail -1 "$work/relay.log"; }
-sessions() { wc -l <"$work/relay.log"; }
+# The transport of the pg_rdma cluster's last session, and how many it had.
+session_lines() { grep -E 'pg_rdma: connection (upgraded|on TCP)' "$log" || true; }
+last_session() { session_lines | tail -1 | grep -q 'connection upgraded' && echo rdma || echo tcp; }
+sessions() { session_lines | wc -l; }
+transport_query="select transport from pg_stat_rdma where pid = pg_backend_pid()"
 
 # 1. psql (PQconnectdbParams, expand_dbname) over RDMA, each spelling.
 for value in require true on yes 1 TRUE; do
-    run psql -X -At "$rdma with_rsocket=$value" -c 'select 42' || fail "psql with_rsocket=$value: $(err)"
-    [ "$(out)" = 42 ] || fail "psql with_rsocket=$value printed '$(out)'"
-    [ "$(last_session)" = rdma ] || fail "with_rsocket=$value: the session was '$(last_session)', not rdma"
+    run psql -X -At "$rdma with_rsocket=$value" -c "$transport_query" || fail "psql with_rsocket=$value: $(err)"
+    [ "$(out)" = rdma ] || fail "psql with_rsocket=$value: pg_stat_rdma says '$(out)'"
+    [ "$(last_session)" = rdma ] || fail "with_rsocket=$value: the log says '$(last_session)', not rdma"
     [ ! -s "$work/err" ] || fail "with_rsocket=$value wrote to stderr: $(err)"
 done
 echo "ok: psql over RDMA (require, true, on, yes, 1, TRUE)"
 
-# 2. Not asked: plain libpq, no upgrade request (the stand-in sees a startup packet).
+# 2. Not asked: plain libpq, no upgrade request (the backend sees a startup packet).
 for value in "" "with_rsocket=false" "with_rsocket=off"; do
-    run psql -X -At "$rdma $value" -c 'select 42' || fail "psql '$value': $(err)"
-    [ "$(out)" = 42 ] && [ "$(last_session)" = tcp ] || fail "'$value': got '$(out)' over '$(last_session)'"
+    run psql -X -At "$rdma $value" -c "$transport_query" || fail "psql '$value': $(err)"
+    [ "$(out)" = tcp ] && [ "$(last_session)" = tcp ] || fail "'$value': pg_stat_rdma '$(out)', log '$(last_session)'"
     [ ! -s "$work/err" ] || fail "'$value' wrote to stderr: $(err)"
 done
 echo "ok: without with_rsocket (or false/off) psql stays on plain TCP and sends no upgrade request"
@@ -80,14 +92,14 @@ run psql -X -At "$plain" -c "$gen" || fail "COPY out over TCP: $(err)"
 run psql -X -At "$rdma with_rsocket=require" -c 'create table t (a int, b text, c text)' \
     -c '\copy t from '"$work/copy.data" \
     -c "select count(*), md5(string_agg(a || b || c, ',' order by a)) from t" || fail "COPY in over RDMA: $(err)"
-expect=$(LD_PRELOAD= psql -X -At "$plain" -c "select count(*), md5(string_agg(g || md5(g::text) || repeat('y', g % 300), ',' order by g)) from generate_series(1, 100000) g")
+expect=$(psql -X -At "$plain" -c "select count(*), md5(string_agg(g || md5(g::text) || repeat('y', g % 300), ',' order by g)) from generate_series(1, 100000) g")
 grep -qx "$expect" "$work/out" || fail "COPY in over RDMA stored something else: $(out) vs $expect"
 echo "ok: COPY out and in over RDMA ($(stat -c %s "$work/copy.data") bytes), checksums equal"
 
 # 5. Several hosts: the first refuses, the second is upgraded.
-run psql -X -At "host=$IP,$IP port=$CLOSED_PORT,$RELAY_PORT user=postgres dbname=postgres with_rsocket=require" \
-    -c 'select 42' || fail "two hosts: $(err)"
-[ "$(out)" = 42 ] && [ "$(last_session)" = rdma ] || fail "two hosts: '$(out)' over '$(last_session)'"
+run psql -X -At "host=$IP,$IP port=$CLOSED_PORT,54402 user=postgres dbname=postgres with_rsocket=require" \
+    -c "$transport_query" || fail "two hosts: $(err)"
+[ "$(out)" = rdma ] || fail "two hosts: pg_stat_rdma says '$(out)'"
 echo "ok: with several hosts the attempt that connects is upgraded"
 
 # 6. Cancel (psql's SIGINT -> PQcancel) stays plain TCP and cancels the RDMA session's query.
@@ -99,11 +111,11 @@ sleep 1
 kill -INT "$psql_pid"
 wait "$psql_pid" && fail "the cancelled query succeeded"
 grep -q 'canceling statement due to user request' "$work/err" || fail "no cancel message: $(err)"
-[ "$(tail -1 "$work/relay.log")" = tcp ] || fail "the cancel request was not plain TCP: $(last_session)"
+[ "$(last_session)" = tcp ] || fail "the cancel request was not plain TCP: $(last_session)"
 echo "ok: PQcancel goes over plain TCP and cancels a query of an RDMA session"
 
 # 7. A server without pg_rdma: true falls back with one warning; require fails clearly.
-before=$(grep -c 'unsupported frontend protocol' "$work/data/log" || true)
+before=$(grep -c 'unsupported frontend protocol' "$plain_log" || true)
 run psql -X -At "$plain with_rsocket=true" -c 'select 42' || fail "fallback with true: $(err)"
 [ "$(out)" = 42 ] || fail "fallback with true printed '$(out)'"
 [ "$(grep -c . "$work/err")" = 1 ] && grep -q '^WARNING:  with_rsocket: RDMA is not possible for server' "$work/err" ||
@@ -113,12 +125,27 @@ run psql -X -At "$plain with_rsocket=require" -c 'select 42' && fail "require su
 grep -q 'with_rsocket=require: RDMA is not possible: .*does not support RDMA' "$work/err" ||
     fail "require: unclear message: $(err)"
 echo "   require: $(tr '\n' ' ' <"$work/err")"
-after=$(grep -c 'unsupported frontend protocol' "$work/data/log" || true)
+after=$(grep -c 'unsupported frontend protocol' "$plain_log" || true)
 [ "$after" = $((before + 2)) ] || fail "the server saw $((after - before)) upgrade requests, expected 2"
 run psql -X -At "$plain" -c 'select 42' || fail "plain: $(err)"
-[ "$(grep -c 'unsupported frontend protocol' "$work/data/log")" = "$after" ] ||
+[ "$(grep -c 'unsupported frontend protocol' "$plain_log")" = "$after" ] ||
     fail "without with_rsocket an upgrade request reached the server"
 echo "ok: against PostgreSQL without pg_rdma, true falls back with one warning, require fails clearly"
+
+# 7b. A pg_rdma backend that cannot get an RDMA device (127.0.0.1 is in
+#     pg_rdma.listen_addresses, but no device serves it): it declines and
+#     says why in its log; true continues on TCP with one warning, require
+#     fails with the reason.
+run psql -X -At "$no_device with_rsocket=true" -c "$transport_query" || fail "no device, true: $(err)"
+[ "$(out)" = tcp ] || fail "no device, true: pg_stat_rdma says '$(out)'"
+[ "$(grep -c . "$work/err")" = 1 ] || fail "no device, true: expected one warning line, got: $(err)"
+echo "   true:    $(err)"
+grep -q 'LOG:  pg_rdma: RDMA not possible for host=127.0.0.1 port=[0-9]*, the session continues on TCP (with_rsocket=false): ' \
+    "$log" || fail "the backend did not log why it declined"
+run psql -X -At "$no_device with_rsocket=require" -c 'select 42' && fail "require succeeded without a device"
+grep -q 'with_rsocket=require: RDMA is not possible: ' "$work/err" || fail "no device, require: unclear message: $(err)"
+echo "   require: $(tr '\n' ' ' <"$work/err")"
+echo "ok: a pg_rdma backend without a device declines with its reason logged; true falls back, require fails"
 
 # 8. An invalid value fails like libpq's own bad values, before connecting.
 run psql -X -At "$rdma with_rsocket=maybe" -c 'select 42' && fail "with_rsocket=maybe connected"
@@ -128,8 +155,8 @@ grep -qx 'invalid with_rsocket value: ""' "$work/err" || fail "empty value via P
 echo "ok: invalid values fail with libpq's wording"
 
 # 9. The pgrdma wrapper.
-out=$("$pgrdma" psql -X -At "$rdma with_rsocket=require" -c 'select 42') || fail "pgrdma psql failed"
-[ "$out" = 42 ] && [ "$(last_session)" = rdma ] || fail "pgrdma psql: '$out' over '$(last_session)'"
+out=$("$pgrdma" psql -X -At "$rdma with_rsocket=require" -c "$transport_query") || fail "pgrdma psql failed"
+[ "$out" = rdma ] || fail "pgrdma psql: pg_stat_rdma says '$out'"
 out=$(LD_PRELOAD=/nonexistent-first.so "$pgrdma" sh -c 'echo "$LD_PRELOAD"' 2>/dev/null)
 case $out in *libpq_rdma.so*/nonexistent-first.so) ;; *) fail "pgrdma did not prepend to LD_PRELOAD: $out";; esac
 echo "ok: pgrdma runs a program with the library"
