@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# PostgreSQL sessions over RDMA, whole product: real psql / pgbench through
+# the built pgrdma wrapper (libpq_rdma.so), a real PostgreSQL 15 with the
+# built pg_rdma, real RDMA (Soft-RoCE guest). Each check asks the server
+# which transport the session used (pg_stat_rdma, its log).
+# Usage: sessions_test.sh BUILD_DIR
+set -euo pipefail
+build=$1
+IP=${RXE_IP:?run in the Soft-RoCE guest}
+# shellcheck source=regress/pg/cluster.sh
+. "$(dirname "$(readlink -f "$0")")/../cluster.sh"
+pgrdma=$build/libclient/pgrdma
+PG_CLUSTER_PORT=54410
+pg_cluster_init "$(mktemp -d /tmp/pg_rdma-sessions.XXXXXX)" "$build" "max_connections = 100"
+pg_cluster_make_certs
+# A reject line for one role at the client's real address, ahead of the sample's lines.
+as_pg sed -i "1i host all reject_me $IP/32 reject" "$PG_CLUSTER_DATA/pg_hba.conf"
+pg_cluster_start
+pg_cluster_set_password app secret
+pg_cluster_set_password reject_me secret
+pg_cluster_psql -c 'create extension pg_rdma' -c 'grant pg_read_all_stats to app' >/dev/null
+log=$(pg_cluster_log)
+work=$PG_CLUSTER_WORK
+started=$(pg_cluster_psql -c 'select pg_postmaster_start_time()')
+
+fail() { echo "FAIL: $*"; echo "--- server log (tail):"; tail -40 "$log"; exit 1; }
+# client CMD...: CMD run by pgrdma as the postgres OS user, aimed at the rxe address.
+client() { PGUSER=${PGUSER:-app} pg_cluster_client "$pgrdma" "$@"; }
+rpsql() { local conninfo=$1; shift; client psql -X -At -v ON_ERROR_STOP=1 -d "dbname=postgres with_rsocket=require $conninfo" "$@"; }
+me="select transport from pg_stat_rdma where pid = pg_backend_pid()"
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+wait_for() {  # wait_for SECONDS CMD...: until CMD succeeds
+    local limit=$(($1 * 10)) i; shift
+    for ((i = 0; i < limit; i++)); do "$@" && return 0; sleep 0.1; done
+    return 1
+}
+postmaster_unchanged() {
+    [ "$(pg_cluster_psql -c 'select pg_postmaster_start_time()')" = "$started" ] || fail "the postmaster restarted"
+}
+
+# 1. TLS over RDMA: sslmode=require and verify-ca with the test's certificates.
+for mode in require verify-ca; do
+    out=$(rpsql "sslmode=$mode" -c "select ssl, ($me) from pg_stat_ssl where pid = pg_backend_pid()") ||
+        fail "sslmode=$mode over RDMA"
+    [ "$out" = "t|rdma" ] || fail "sslmode=$mode: pg_stat_ssl/pg_stat_rdma say '$out'"
+done
+echo "ok: sslmode=require and verify-ca over RDMA (pg_stat_ssl: ssl, pg_stat_rdma: rdma)"
+
+# 2. pg_hba sees the client's real address over RDMA; a FATAL at
+#    authentication reaches the RDMA client.
+out=$(PGUSER=reject_me rpsql "" -c 'select 1' 2>&1) && fail "the hba reject line let reject_me in"
+grep -q "pg_hba.conf rejects connection for host \"$IP\", user \"reject_me\"" <<<"$out" ||
+    fail "the reject did not reach the client: $out"
+grep -q "pg_rdma: connection upgraded: with_rsocket=true host=$IP" "$log" || fail "no upgraded session in the log"
+out=$(PGPASSWORD=wrong PGPASSFILE=/dev/null PGUSER=app pg_cluster_client "$pgrdma" psql -X -At \
+          -d "dbname=postgres with_rsocket=require" -c 'select 1' 2>&1) && fail "a wrong password was accepted"
+grep -q 'password authentication failed for user "app"' <<<"$out" || fail "the auth FATAL did not reach the client: $out"
+[ "$(grep -c 'pg_rdma: connection upgraded' "$log")" -ge 4 ] || fail "the rejected sessions were not on RDMA"
+echo "ok: an hba reject line and a wrong scram password reach the RDMA client as FATALs"
+
+# 3. COPY of >= 100 MB out and in over RDMA; checksums equal to the local socket's.
+gen="copy (select g, repeat(md5(g::text), 8) from generate_series(1, 400000) g) to stdout"
+rpsql "" -c "$gen" >"$work/copy.rdma" || fail "COPY out over RDMA"
+pg_cluster_psql -c "$gen" >"$work/copy.local"
+size=$(stat -c %s "$work/copy.rdma")
+[ "$size" -ge 100000000 ] || fail "COPY out moved only $size bytes"
+cmp -s "$work/copy.rdma" "$work/copy.local" || fail "COPY out over RDMA differs from the local socket's"
+pg_cluster_psql -c 'create table copied (g int, t text)' -c 'grant all on copied to app' >/dev/null
+chmod 644 "$work/copy.rdma"
+rpsql "" -c "\\copy copied from '$work/copy.rdma'" >/dev/null || fail "COPY in over RDMA"
+pg_cluster_psql -c 'copy (select * from copied order by g) to stdout' >"$work/copy.back"
+cmp -s "$work/copy.back" "$work/copy.local" || fail "COPY in over RDMA stored something else"
+echo "ok: COPY out and in over RDMA, $size bytes each way, checksums equal"
+
+# 4. pg_terminate_backend of a psql RDMA session delivers its message.
+rpsql "" -c 'select pg_sleep(60)' >"$work/term.out" 2>&1 &
+victim=$!
+has_sleeper() { [ -n "$(pg_cluster_psql -c "select pid from pg_stat_activity where query = 'select pg_sleep(60)'")" ]; }
+wait_for 30 has_sleeper || fail "the session to terminate did not start"
+pid=$(pg_cluster_psql -c "select pid from pg_stat_activity where query = 'select pg_sleep(60)'")
+[ "$(pg_cluster_psql -c "select transport from pg_stat_rdma where pid = $pid")" = rdma ] || fail "not on RDMA"
+pg_cluster_psql -c "select pg_terminate_backend($pid)" >/dev/null
+wait "$victim" && fail "the terminated psql exited 0"
+grep -q 'terminating connection due to administrator command' "$work/term.out" ||
+    fail "psql did not get the FATAL: $(cat "$work/term.out")"
+postmaster_unchanged
+echo "ok: pg_terminate_backend's message reaches psql over RDMA; the postmaster lives on"
+
+# 5. client_connection_check_interval on an RDMA session: a live client is
+#    left alone; a killed one is noticed while its query still runs.
+opts="options='-c client_connection_check_interval=200ms'"
+[ "$(rpsql "$opts" -c 'select pg_sleep(2)' -c "$me" | tail -1)" = rdma ] ||
+    fail "client_connection_check_interval broke a live RDMA session"
+rpsql "$opts" -c 'select pg_sleep(60)' >/dev/null 2>&1 &
+victim=$!
+wait_for 30 has_sleeper || fail "the session to kill did not start"
+pid=$(pg_cluster_psql -c "select pid from pg_stat_activity where query = 'select pg_sleep(60)'")
+# SIGKILL to psql itself (the job is runuser/env around it).
+pkill -9 -x -f 'psql .*pg_sleep\(60\)' || pkill -9 -f 'pg_sleep\(60\)' || fail "no psql to kill"
+wait "$victim" 2>/dev/null || true
+gone() { [ -z "$(pg_cluster_psql -c "select pid from pg_stat_activity where pid = $pid")" ]; }
+wait_for 20 gone || fail "the backend of a killed client still runs its query"
+postmaster_unchanged
+echo "ok: client_connection_check_interval works on RDMA sessions (live client kept, killed one noticed)"
+
+# 6. An idle psql session (waiting at its prompt): its backend sleeps.
+sleep 20 | client psql -X -d "dbname=postgres with_rsocket=require" >/dev/null 2>&1 &
+idle=$!
+idle_backend() { pg_cluster_psql -c "select a.pid from pg_stat_activity a join pg_stat_rdma r using (pid) where r.transport = 'rdma' and a.state = 'idle'"; }
+has_idle() { [ -n "$(idle_backend)" ]; }
+wait_for 30 has_idle || fail "the idle psql session did not start"
+pid=$(idle_backend | head -1)
+t0=$(cpu_ticks "$pid"); sleep 10; t1=$(cpu_ticks "$pid")
+[ $((t1 - t0)) -le 10 ] || fail "an idle RDMA backend used $((t1 - t0)) ticks (1/100 s) of CPU in 10 s"
+wait "$idle" || true
+echo "ok: an idle psql session's backend used $((t1 - t0)) CPU ticks (1/100 s) in 10 s"
+
+# 7. pgbench, 8 clients on 2 threads, over RDMA: no failed transaction, and
+#    pg_stat_rdma shows the 8 sessions on rdma while it runs.
+pg_cluster_psql -c 'grant all on schema public to app' >/dev/null
+PGUSER=app pg_cluster_client "$PG_CLUSTER_BIN/pgbench" -i -q -s 2 -h "$PG_CLUSTER_WORK" >/dev/null 2>&1 ||
+    fail "pgbench -i"
+client pgbench -c 8 -j 2 -T 20 -n "dbname=postgres with_rsocket=require" >"$work/pgbench.out" 2>&1 &
+bench=$!
+rdma_bench() { pg_cluster_psql -c "select count(*) from pg_stat_rdma r join pg_stat_activity a using (pid)
+                                   where r.transport = 'rdma' and a.application_name = 'pgbench'"; }
+eight() { [ "$(rdma_bench)" = 8 ]; }
+wait_for 20 eight || fail "pg_stat_rdma showed $(rdma_bench) pgbench sessions on rdma, not 8"
+wait "$bench" || fail "pgbench failed: $(cat "$work/pgbench.out")"
+grep -q '^number of transactions actually processed: [1-9]' "$work/pgbench.out" &&
+    grep -q '^number of failed transactions: 0 ' "$work/pgbench.out" || fail "pgbench: $(cat "$work/pgbench.out")"
+echo "ok: pgbench -c 8 -j 2 -T 20 over RDMA: $(grep -E '^tps' "$work/pgbench.out" | head -1)"
+
+# 8. 64 concurrent psql sessions over RDMA.
+for i in $(seq 64); do
+    rpsql "" -c "$me" -c 'select pg_sleep(15)' >"$work/many.$i" 2>&1 &
+done
+many() { pg_cluster_psql -c "select count(*) from pg_stat_rdma where transport = 'rdma'"; }
+sixty_four() { [ "$(many)" -ge 64 ]; }
+wait_for 90 sixty_four || fail "only $(many) concurrent RDMA sessions, not 64"
+wait
+for i in $(seq 64); do
+    [ "$(head -1 "$work/many.$i")" = rdma ] || fail "session $i: $(cat "$work/many.$i")"
+done
+postmaster_unchanged
+grep -q 'terminated by signal' "$log" && fail "a backend crashed"
+echo "ok: 64 concurrent psql sessions over RDMA; no backend crashed"
