@@ -40,7 +40,16 @@ StartScope::~StartScope() {
 }
 bool StartScope::active() noexcept { return t_start_depth > 0; }
 
-ActivePolicy::ActivePolicy(RsocketPolicy policy) noexcept { t_active = policy; }
+namespace {
+thread_local const char* t_refusal = nullptr;  // a string literal, or null
+}  // namespace
+
+ActivePolicy::ActivePolicy(RsocketPolicy policy) noexcept {
+    t_active = policy;
+    t_refusal = nullptr;
+}
+void ActivePolicy::refuse(const char* why) noexcept { t_refusal = why; }
+const char* ActivePolicy::refusal() noexcept { return t_refusal; }
 ActivePolicy::~ActivePolicy() { t_active = RsocketPolicy::Off; }
 RsocketPolicy ActivePolicy::current() noexcept { return t_active; }
 

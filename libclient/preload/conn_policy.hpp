@@ -49,6 +49,11 @@ public:
     ActivePolicy& operator=(const ActivePolicy&) = delete;
     // The policy of the attempt this thread is in; Off outside (signal-safe).
     [[nodiscard]] static RsocketPolicy current() noexcept;
+    // A connect() under Require that could not use RDMA at all (a
+    // Unix-domain socket) says so here; the PQconnectPoll wrapper adds it to
+    // the connection's error message. Cleared by each new ActivePolicy.
+    static void refuse(const char* why) noexcept;
+    [[nodiscard]] static const char* refusal() noexcept;
 };
 
 }  // namespace pg_rdma::client

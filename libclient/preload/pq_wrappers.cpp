@@ -132,11 +132,14 @@ __attribute__((visibility("default"))) PostgresPollingStatusType PQconnectPoll(P
         if (SocketEntry* entry = SocketTable::instance().find(fd))
             if (auto answer = drive(conn, fd, *entry, failure)) return *answer;
         PostgresPollingStatusType status;
+        const char* refusal = nullptr;
         {
             ActivePolicy active(policy);
             status = real(conn);
+            refusal = ActivePolicy::refusal();
         }
         if (!failure.empty()) append_error(conn, failure);
+        if (refusal != nullptr) append_error(conn, refusal);
         return status;
     } catch (...) {
         return real(conn);

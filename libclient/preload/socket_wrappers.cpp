@@ -68,6 +68,14 @@ extern "C" {
 
 __attribute__((visibility("default"))) int connect(int fd, const sockaddr* addr, socklen_t len) {
     const RsocketPolicy policy = ActivePolicy::current();
+    if (policy == RsocketPolicy::Require && !in_transport() && addr != nullptr && addr->sa_family == AF_UNIX) {
+        // RDMA needs an IP address: a Unix-domain socket can never be
+        // upgraded, and require must not quietly go without it.
+        ActivePolicy::refuse("with_rsocket=require: RDMA is not possible over a Unix-domain socket; "
+                             "give a TCP host (host=<address>) for RDMA");
+        errno = EPROTONOSUPPORT;
+        return -1;
+    }
     if (policy == RsocketPolicy::Off || in_transport() || !is_tcp(fd, addr)) return libc().connect(fd, addr, len);
     const int rc = libc().connect(fd, addr, len);
     if (rc == 0 || errno == EINPROGRESS || errno == EINTR) {

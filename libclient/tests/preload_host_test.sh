@@ -27,3 +27,17 @@ $(cat "$work/plain.err")"
     grep -q 'invalid connection option "bogus"' "$work/ours.err" || fail "$form bogus: $(cat "$work/ours.err")"
 done
 echo "ok: absent/false leave libpq's output unchanged; invalid values and unknown options fail as libpq's do"
+
+# require over a Unix-domain socket can never be RDMA: it fails, saying so,
+# in every connection form; true stays plain libpq there.
+unix="host=$work port=5999"
+for form in connectdb connectdb_params setdblogin start_poll start_select start_epoll; do
+    LD_PRELOAD=$so "$forms" "$form" "$unix with_rsocket=require" >/dev/null 2>"$work/ours.err" &&
+        fail "$form: require over a Unix socket connected"
+    grep -q 'with_rsocket=require: RDMA is not possible over a Unix-domain socket' "$work/ours.err" ||
+        fail "$form: require over a Unix socket did not say why: $(cat "$work/ours.err")"
+    "$forms" "$form" "$unix" >/dev/null 2>"$work/plain.err" || true
+    LD_PRELOAD=$so "$forms" "$form" "$unix with_rsocket=true" >/dev/null 2>"$work/ours.err" || true
+    cmp -s "$work/plain.err" "$work/ours.err" || fail "$form: true over a Unix socket is not plain libpq: $(cat "$work/ours.err")"
+done
+echo "ok: require over a Unix-domain socket fails with the reason; true leaves it to plain libpq"
