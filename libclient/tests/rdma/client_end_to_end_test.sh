@@ -5,9 +5,9 @@
 # pg_stat_rdma row, or its log line (pg_rdma: connection upgraded /
 # connection on TCP). The fallback cases also talk to a second cluster
 # without pg_rdma.
-# Usage: client_end_to_end_test.sh LIBPQ_RDMA_SO PQ_FORMS PGRDMA BUILD_DIR
+# Usage: client_end_to_end_test.sh LIBPQ_RDMA_SO PQ_FORMS PGRDMA BUILD_DIR PQ_FORMS_LINKED
 set -euo pipefail
-so=$1 forms=$2 pgrdma=$3 build=$4
+so=$1 forms=$2 pgrdma=$3 build=$4 forms_linked=$5
 IP=${RXE_IP:?run in the Soft-RoCE guest}
 # shellcheck source=regress/pg/cluster.sh
 . "$(dirname "$(readlink -f "$0")")/../../../regress/pg/cluster.sh"
@@ -81,6 +81,17 @@ for form in connectdb connectdb_params setdblogin start_poll start_select start_
     esac
 done
 echo "ok: PQconnectdb, PQconnectdbParams, PQsetdbLogin, PQconnectStart(Params) + PQconnectPoll (poll, select, epoll) over RDMA"
+
+# 3b. An application linked with libpq_rdma ahead of libpq, no LD_PRELOAD.
+readelf -d "$forms_linked" | grep -q 'NEEDED.*libpq_rdma' || fail "pq_forms_linked does not link libpq_rdma"
+for form in connectdb start_poll; do
+    n=$(sessions)
+    LD_PRELOAD= "$forms_linked" "$form" "$rdma with_rsocket=require" >"$work/out" 2>"$work/err" ||
+        fail "linked pq_forms $form: $(err)"
+    grep -qx 42 "$work/out" && [ "$(sessions)" = $((n + 1)) ] && [ "$(last_session)" = rdma ] ||
+        fail "linked pq_forms $form: '$(out)' over '$(last_session)'"
+done
+echo "ok: an application linked with libpq_rdma ahead of libpq gets RDMA without preloading"
 
 # 4. Data both ways: COPY out and in, checksums equal to plain TCP's.
 gen="copy (select g, md5(g::text), repeat('y', g % 300) from generate_series(1, 100000) g) to stdout"
