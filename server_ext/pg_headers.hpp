@@ -35,6 +35,7 @@ extern "C" {
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "postmaster/postmaster.h"
+#include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"

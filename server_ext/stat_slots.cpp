@@ -6,8 +6,8 @@
 // and even. The owner never waits (its counters change on the hot path,
 // every send and receive), readers are rare and retry at most while one
 // small memcpy is in progress. Claiming a free slot is a compare-and-swap on
-// `in_use`, because a session is accepted before the backend has a
-// BackendId or PGPROC to index by.
+// `in_use`: the array is not indexed by BackendId, so that it can serve
+// any process that claims a row.
 #include "server_ext/stat_slots.hpp"
 
 #include <algorithm>
@@ -117,10 +117,9 @@ bool claim_stat_slot(const SessionIdentity& identity) {
     }
     if (my_slot == nullptr) return false;
     if (!exit_callback_registered) {
-        // Not on_shmem_exit: the claim comes before InitProcess, and
-        // PostgreSQL insists that no on_shmem_exit callback exists by then
-        // ("on_shmem_exit has been called prematurely"). The main shared
-        // memory stays mapped through the on_proc_exit callbacks.
+        // on_proc_exit works wherever the claim is made (an on_shmem_exit
+        // callback before InitProcess is a FATAL, "called prematurely");
+        // the main shared memory stays mapped through these callbacks.
         on_proc_exit(release_at_exit, 0);
         exit_callback_registered = true;
     }

@@ -3,11 +3,12 @@
 //
 // Life cycle: _PG_init installs the hooks (install_stat_slot_hooks); the
 // postmaster sizes the array in shmem_request_hook and creates it in
-// shmem_startup_hook; a backend claims a slot when its session is accepted
-// on a pg_rdma address (claim_stat_slot, before InitProcess, so the slot
-// cannot be indexed by BackendId), updates it while the session runs, and
-// releases it at exit (an on_proc_exit callback does it if the session code
-// did not).
+// shmem_startup_hook; a backend whose session came to a pg_rdma address
+// claims a slot once the client is authenticated (claim_stat_slot, from
+// session/row_claim.cpp: after InitProcess, so every exit but a crash runs
+// the callback that releases it, and a crash makes the postmaster create
+// shared memory anew), updates it while the session runs, and releases it
+// at exit (an on_proc_exit callback does it if the session code did not).
 #pragma once
 
 #include <cstddef>

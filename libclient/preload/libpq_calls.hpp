@@ -32,6 +32,8 @@ struct LibpqCalls {
     char* (*PQerrorMessage)(const PGconn*);
     char* (*PQhost)(const PGconn*);
     char* (*PQport)(const PGconn*);
+    PQconninfoOption* (*PQconninfo)(PGconn*);
+    void (*PQconninfoFree)(PQconninfoOption*);
     void (*resetPQExpBuffer)(ExpBuffer*);
     void (*appendPQExpBufferStr)(ExpBuffer*, const char*);
 };

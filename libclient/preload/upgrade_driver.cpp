@@ -5,12 +5,17 @@
 #include <netinet/tcp.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 
 #include "libclient/preload/epoll_registry.hpp"
 #include "libclient/preload/libc_calls.hpp"
+#include "libclient/preload/libpq_calls.hpp"
 #include "libclient/preload/pq_messages.hpp"
 
 namespace pg_rdma::client {
@@ -28,6 +33,29 @@ int tcp_connect_state(int fd) {
     socklen_t len = sizeof error;
     if (libc().getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) < 0) return errno;
     return error;
+}
+
+// libpq's connect_timeout bounds the RDMA setup too: it is the user's word
+// on how long connecting may take (and a loaded server can take longer than
+// the transport's default to answer). As libpq reads it: seconds, at least
+// 2; 0, negative or absent leaves the transport's default.
+transport::Settings upgrade_settings(PGconn* conn) {
+    constexpr long kLibpqMinimumConnectTimeoutS = 2;
+    transport::Settings settings;
+    PQconninfoOption* options = libpq().PQconninfo(conn);
+    if (options == nullptr) return settings;
+    for (const PQconninfoOption* o = options; o->keyword != nullptr; ++o) {
+        if (std::strcmp(o->keyword, "connect_timeout") != 0 || o->val == nullptr) continue;
+        char* end = nullptr;
+        errno = 0;
+        const long seconds = std::strtol(o->val, &end, 10);
+        while (end != nullptr && *end != '\0' && std::isspace(static_cast<unsigned char>(*end))) ++end;
+        if (errno == 0 && end != o->val && end != nullptr && *end == '\0' && seconds > 0 &&
+            seconds <= std::numeric_limits<int>::max() / 1000)
+            settings.connect_timeout = transport::Millis{std::max(seconds, kLibpqMinimumConnectTimeoutS) * 1000};
+    }
+    libpq().PQconninfoFree(options);
+    return settings;
 }
 
 PostgresPollingStatusType waiting_for(const transport::Want& want) {
@@ -159,7 +187,7 @@ std::optional<PostgresPollingStatusType> drive(PGconn* conn, int fd, SocketEntry
                 return std::nullopt;
             }
             entry.upgrade = std::make_unique<transport::ClientUpgrade>(
-                fd, entry.mode, transport::Settings{}, transport::TcpIo{libc().send, libc().recv});
+                fd, entry.mode, upgrade_settings(conn), transport::TcpIo{libc().send, libc().recv});
             entry.state = SocketState::Upgrading;
             [[fallthrough]];
         }

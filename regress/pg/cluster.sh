@@ -89,9 +89,14 @@ pg_cluster_init() {
     } | _pg_cluster_append "$PG_CLUSTER_DATA/pg_hba.conf"
 }
 
-# pg_cluster_use WORK: makes the cluster in WORK the current one.
-# shellcheck source=/dev/null
-pg_cluster_use() { . "${1:?pg_cluster_use WORK}/cluster.env"; }
+# pg_cluster_use WORK: makes the cluster in WORK the current one. cluster.env
+# holds `declare --` lines, which inside this function would only make
+# locals: they are read as global declarations.
+pg_cluster_use() {
+    local env
+    env=$(<"${1:?pg_cluster_use WORK}/cluster.env") || return 1
+    eval "${env//declare -- /declare -g }"
+}
 
 # pg_cluster_log: the server log's path.
 pg_cluster_log() { echo "$PG_CLUSTER_WORK/postgres.log"; }

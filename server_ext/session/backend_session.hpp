@@ -10,6 +10,7 @@
 
 #include "server_ext/session/rdma_session.hpp"
 #include "server_ext/session/wait_registrations.hpp"
+#include "server_ext/stat_slots.hpp"
 
 namespace pg_rdma::server {
 
@@ -19,10 +20,24 @@ enum class SessionPhase {
     Rdma,       // every call on the client socket goes to `rdma`
 };
 
+// What this session's pg_stat_rdma row will say, kept from the decision until
+// the row is claimed after authentication (claim_pending_row).
+struct PendingRow {
+    static constexpr std::size_t kHostSize = 1025;  // NI_MAXHOST, bytes
+    char client_addr[kHostSize] = {};
+    int client_port = 0;
+    SessionTransport transport = SessionTransport::Tcp;
+    char device[kStatFieldSize] = {};
+    int protocol_version = 0;
+    std::uint32_t rx_buffer_size = 0;
+};
+
 struct BackendSession {
     SessionPhase phase = SessionPhase::Undecided;
     int client_fd = -1;                 // once decided
-    bool shown = false;                 // on a pg_rdma address: a pg_stat_rdma row
+    bool tracked = false;               // on a pg_rdma address: bytes counted, a row due
+    PendingRow row;                     // tracked: the row's identity
+    bool shown = false;                 // the pg_stat_rdma row is claimed
     WaitRegistrations pending;          // Undecided: epoll sets holding the client socket
     std::unique_ptr<RdmaSession> rdma;  // Rdma
     std::uint64_t bytes_sent = 0;       // running totals, either transport
@@ -37,6 +52,10 @@ BackendSession& backend_session() noexcept;
 // false: nothing decisive arrived yet (the read says EAGAIN). May end the
 // backend with FATAL (an upgrade that broke the TCP connection).
 bool start_session(int fd);
+
+// Claims the pg_stat_rdma row of a tracked session (row_claim.cpp calls it
+// once the session is authenticated) and publishes its counters so far.
+void claim_pending_row();
 
 // After a failed read or write on the RDMA connection: logs why, once.
 void log_rdma_failure();

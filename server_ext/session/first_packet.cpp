@@ -3,8 +3,11 @@
 #include <poll.h>
 
 #include <array>
+#include <sys/types.h>
+
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 
 #include "protocol/upgrade.hpp"
 #include "server_ext/session/real_calls.hpp"
@@ -15,6 +18,19 @@ namespace {
 // How long a prefix of our request may wait for its remaining bytes in one
 // call. The backend's authentication_timeout bounds the whole wait.
 constexpr int kPrefixPatienceMs = 200;
+
+// PostgreSQL's CancelRequest (libpq/pqcomm.h, CANCEL_REQUEST_CODE): a
+// 16-byte packet, code 1234.5678, then the backend's pid and key.
+constexpr std::uint32_t kCancelRequestLength = 16;  // bytes
+constexpr std::uint32_t kCancelRequestCode = (1234u << 16) | 5678u;
+
+std::uint32_t big_endian_at(const std::uint8_t* p) {
+    return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) | p[3];
+}
+
+bool is_cancel_request(const std::uint8_t* bytes, ssize_t n) {
+    return n >= 8 && big_endian_at(bytes) == kCancelRequestLength && big_endian_at(bytes + 4) == kCancelRequestCode;
+}
 
 }  // namespace
 
@@ -27,7 +43,8 @@ FirstPacket take_first_packet(int fd) noexcept {
         if (n <= 0) return FirstPacket::Other;  // EOF or an error: PostgreSQL reads it and reports
         const auto decoded = protocol::classify_first_packet(std::span(bytes).first(static_cast<std::size_t>(n)));
         if (decoded.status == protocol::DecodeStatus::Ok) {
-            if (decoded.value != protocol::FirstPacket::Upgrade) return FirstPacket::Other;
+            if (decoded.value != protocol::FirstPacket::Upgrade)
+                return is_cancel_request(bytes.data(), n) ? FirstPacket::Cancel : FirstPacket::Other;
             // Consume exactly our 8 bytes: what follows is the session's.
             const ssize_t taken = real.recv(fd, bytes.data(), bytes.size(), MSG_DONTWAIT);
             return taken == static_cast<ssize_t>(bytes.size()) ? FirstPacket::Upgrade : FirstPacket::Other;
@@ -36,14 +53,17 @@ FirstPacket take_first_packet(int fd) noexcept {
         if (round == 0) {
             // Wait for more: poll wakes at once while the peeked bytes are
             // there, so sleep first, then check.
-            pollfd p{fd, POLLIN, 0};
+            pollfd p{fd, POLLIN | POLLRDHUP, 0};
             const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kPrefixPatienceMs);
             while (std::chrono::steady_clock::now() < until) {
                 struct timespec pause{0, 5'000'000};  // 5 ms
                 nanosleep(&pause, nullptr);
                 if (real.recv(fd, bytes.data(), bytes.size(), MSG_PEEK | MSG_DONTWAIT) >= static_cast<ssize_t>(bytes.size()))
                     break;
-                if (poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR)) != 0) break;
+                // A client that half-closed after a prefix sends nothing more:
+                // PostgreSQL reads the prefix and reports the short packet.
+                if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0)
+                    return FirstPacket::Other;
             }
         }
     }

@@ -9,6 +9,7 @@ namespace pg_rdma::server {
 enum class FirstPacket {
     NotYet,    // nothing decisive has arrived: say EAGAIN and be called again
     Other,     // PostgreSQL's to read (also EOF and socket errors)
+    Cancel,    // a CancelRequest, left for PostgreSQL: not a session
     Upgrade,   // our request, now consumed from the socket
 };
 

@@ -4,7 +4,9 @@
 #include <cstdio>
 
 #include "server_ext/interpose/got_patch.hpp"
+#include "server_ext/session/rdma_address.hpp"
 #include "server_ext/session/real_calls.hpp"
+#include "server_ext/session/row_claim.hpp"
 #include "server_ext/session/socket_hooks.hpp"
 #include "server_ext/settings_gucs.hpp"
 
@@ -42,6 +44,8 @@ bool patch(char (&error)[kErrorSize]) noexcept {
 void install_session_hooks() {
     const char* list = rdma_listen_addresses_guc();
     if (list == nullptr || list[0] == '\0') return;
+    remember_rdma_addresses(list);
+    install_row_claim_hook();
     char error[kErrorSize] = {};
     if (patch(error)) return;
     ereport(WARNING,

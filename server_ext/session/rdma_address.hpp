@@ -5,14 +5,19 @@
 
 #include <sys/socket.h>
 
-#include <string>
-#include <vector>
 
 namespace pg_rdma::server {
 
-// `items` as parse_address_list gives them: "*" matches every IP address;
-// a name or address matches when one of its resolved addresses equals
-// `local`'s IP (ports are not compared). Unix-domain sockets never match.
-bool offers_rdma(const sockaddr* local, const std::vector<std::string>& items) noexcept;
+// Resolves pg_rdma.listen_addresses (`list`, already checked by
+// listen_setup) once, in the postmaster (install.cpp), as PostgreSQL
+// resolves listen_addresses at startup; backends inherit the result, so no
+// session start waits for a resolver. "*" means every IP address. Names
+// that do not resolve are skipped (the postmaster's own listen_addresses
+// handling reports them).
+void remember_rdma_addresses(const char* list) noexcept;
+
+// `local`'s IP equals one of the remembered addresses (ports are not
+// compared). Unix-domain sockets never match.
+bool offers_rdma(const sockaddr* local) noexcept;
 
 }  // namespace pg_rdma::server

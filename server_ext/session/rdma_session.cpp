@@ -54,17 +54,20 @@ bool RdmaSession::adopt(const WaitRegistrations& registrations) noexcept {
 }
 
 ssize_t RdmaSession::recv(void* buf, std::size_t len, int flags) noexcept {
+    if (!connection_) return errno = EBADF, -1;
     if ((flags & ~kHarmlessFlags) != 0) return errno = EOPNOTSUPP, -1;
     return connection_->read(buf, len);
 }
 
 ssize_t RdmaSession::send(const void* buf, std::size_t len, int flags) noexcept {
+    if (!connection_) return errno = EBADF, -1;
     if ((flags & ~kHarmlessFlags) != 0) return errno = EOPNOTSUPP, -1;
     return connection_->write(buf, len);
 }
 
 int RdmaSession::epoll_ctl(int epfd, int op, epoll_event* event) noexcept {
     const RealCalls& real = real_calls();
+    if (!connection_) return errno = EBADF, -1;
     if (op != EPOLL_CTL_DEL && event == nullptr) return errno = EFAULT, -1;
     int rc = 0;
     if (op == EPOLL_CTL_DEL) {
@@ -86,9 +89,15 @@ int RdmaSession::epoll_ctl(int epfd, int op, epoll_event* event) noexcept {
 int RdmaSession::epoll_wait(int epfd, epoll_event* events, int maxevents, int timeout_ms) noexcept {
     const RealCalls& real = real_calls();
     const WaitRegistration* reg = registrations_.find(epfd);
-    if (reg == nullptr || maxevents <= 0) return real.epoll_wait(epfd, events, maxevents, timeout_ms);
+    if (reg == nullptr || maxevents <= 0 || !connection_) return real.epoll_wait(epfd, events, maxevents, timeout_ms);
     const std::uint64_t data = reg->data;
     const short wanted = poll_events_for(reg->events);
+    // Only one set is waited in at a time: the descriptor signals what THIS
+    // set asks for. With the union of every set's events it would stay
+    // readable for another set's interest (FeBeWaitSet still asking for
+    // EPOLLOUT while the TLS handshake's set waits to read), and each
+    // wakeup here would find nothing: a busy loop.
+    (void)connection_->set_interest(wanted);
     const auto start = Clock::now();
     bool spun = false;
     for (;;) {
@@ -132,6 +141,7 @@ void RdmaSession::forget_set(int epfd) noexcept {
 }
 
 int RdmaSession::close() noexcept {
+    if (!connection_) return errno = EBADF, -1;
     const int rc = connection_->close();
     const int saved = errno;
     connection_.reset();

@@ -8,8 +8,8 @@
 // registration replaced by the connection's descriptor with the same epoll
 // data (adopt()); epoll_ctl on the client socket is translated the same way
 // from then on. The connection's descriptor only turns readable, so what
-// the backend asked for (EPOLLIN, EPOLLOUT, EPOLLRDHUP) becomes the
-// connection's interest, and epoll_wait() rewrites that registration's
+// the set being waited in asked for (EPOLLIN, EPOLLOUT, EPOLLRDHUP) becomes
+// the connection's interest, and epoll_wait() rewrites that registration's
 // events from the connection's true readiness, drops wakeups that are not
 // (a completion or keepalive tick that made nothing ready) and waits again
 // for the rest of the timeout. Before sleeping it busy-polls briefly, where

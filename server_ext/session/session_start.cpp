@@ -6,12 +6,12 @@
 // returns, then the report is made.
 #include <sys/socket.h>
 
+#include <dirent.h>
 #include <netdb.h>
 
 #include <cstdio>
 #include <string>
 
-#include "server_ext/listen_list.hpp"
 #include "server_ext/session/backend_session.hpp"
 #include "server_ext/session/first_packet.hpp"
 #include "server_ext/session/rdma_address.hpp"
@@ -34,12 +34,26 @@ constexpr std::size_t kReasonSize = 512;  // bytes of a reason in a log line
 
 // What start_session decided, for the C-style reporting below.
 struct Report {
-    enum Kind { None, Upgraded, StayedTcp, Declined, NotOffered, Fatal } kind = None;
+    enum Kind { None, Upgraded, StayedTcp, Declined, NotOffered, NotAccepting, Fatal } kind = None;
     char reason[kReasonSize] = {};
     char device[kStatFieldSize] = {};
     int protocol_version = 0;
     std::uint32_t rx_buffer_size = 0;
+    int transport_descriptors = 0;  // opened by the upgrade, for PostgreSQL's count
 };
+
+// Descriptors this process has open: the upgrade's are reported to
+// PostgreSQL (ReserveExternalFD) so that fd.c's budget of max_files_per_process
+// stays true. -1 when /proc cannot be read.
+int open_descriptors() {
+    DIR* dir = opendir("/proc/self/fd");
+    if (dir == nullptr) return -1;
+    int n = 0;
+    while (const dirent* entry = readdir(dir))
+        if (entry->d_name[0] != '.') ++n;
+    closedir(dir);
+    return n - 1;  // the directory's own descriptor
+}
 
 void set_reason(Report& r, const std::string& why) {
     snprintf(r.reason, sizeof r.reason, "%s", why.c_str());
@@ -55,26 +69,29 @@ void client_address(char (&host)[NI_MAXHOST], int& port) {
         port = std::atoi(service);
 }
 
-void show_session(const Report& r, SessionTransport transport) {
+// Remembers the row; it is claimed after authentication (row_claim.cpp).
+// Not now: until InitProcess a backend ends with _exit(1) on
+// authentication_timeout or SIGTERM (PostgreSQL's startup-packet handlers),
+// running no exit callback, and a row claimed now would outlive it.
+void track_session(const Report& r, SessionTransport transport) {
+    BackendSession& s = backend_session();
     char host[NI_MAXHOST];
     int port = 0;
     client_address(host, port);
-    SessionIdentity id;
-    id.client_addr = host;
-    id.client_port = port;
-    id.transport = transport;
-    id.device = r.device;
-    id.protocol_version = r.protocol_version;
-    id.rx_buffer_size = r.rx_buffer_size;
-    backend_session().shown = claim_stat_slot(id);
+    snprintf(s.row.client_addr, sizeof s.row.client_addr, "%s", host);
+    s.row.client_port = port;
+    s.row.transport = transport;
+    snprintf(s.row.device, sizeof s.row.device, "%s", r.device);
+    s.row.protocol_version = r.protocol_version;
+    s.row.rx_buffer_size = r.rx_buffer_size;
+    s.tracked = true;
 }
 
 // Decides; fills `report`. Never raises a PostgreSQL error.
 bool decide(int fd, Report& report) noexcept {
     BackendSession& s = backend_session();
     try {
-        const AddressList list = parse_address_list(rdma_listen_addresses_guc());
-        const bool offered = offers_rdma(reinterpret_cast<const sockaddr*>(&MyProcPort->laddr.addr), list.items);
+        const bool offered = offers_rdma(reinterpret_cast<const sockaddr*>(&MyProcPort->laddr.addr));
         switch (take_first_packet(fd)) {
             case FirstPacket::NotYet: return false;
             case FirstPacket::Other:
@@ -82,23 +99,37 @@ bool decide(int fd, Report& report) noexcept {
                 s.client_fd = fd;
                 if (offered) {
                     report.kind = Report::StayedTcp;
-                    show_session(report, SessionTransport::Tcp);
+                    track_session(report, SessionTransport::Tcp);
                 }
+                s.pending.clear();
+                return true;
+            case FirstPacket::Cancel:
+                // Not a session: no row, no log line of ours.
+                s.phase = SessionPhase::Tcp;
+                s.client_fd = fd;
                 s.pending.clear();
                 return true;
             case FirstPacket::Upgrade: break;
         }
         s.client_fd = fd;
-        if (!offered) {
+        // A backend the postmaster started only to refuse the session (too
+        // many clients, starting up, shutting down) does not build a queue
+        // pair to say so: the client hears PostgreSQL's refusal on TCP.
+        const bool accepting = MyProcPort->canAcceptConnections == CAC_OK;
+        if (!offered || !accepting) {
             s.phase = SessionPhase::Tcp;
             s.pending.clear();
-            report.kind = Report::NotOffered;
+            report.kind = offered ? Report::NotAccepting : Report::NotOffered;
             if (!send_decline(fd)) set_reason(report, "the decline could not be sent");
             return true;
         }
         const RealCalls& real = real_calls();
+        const int descriptors_before = open_descriptors();
         transport::UpgradeResult result =
             transport::upgrade_server(fd, settings_from_gucs(), transport::TcpIo{real.send, real.recv});
+        const int descriptors_after = open_descriptors();
+        if (descriptors_before >= 0 && descriptors_after > descriptors_before)
+            report.transport_descriptors = descriptors_after - descriptors_before;
         switch (result.outcome) {
             case transport::UpgradeOutcome::Rdma: {
                 auto session = std::make_unique<RdmaSession>(fd, std::move(result.connection));
@@ -117,7 +148,7 @@ bool decide(int fd, Report& report) noexcept {
                 s.phase = SessionPhase::Rdma;
                 s.pending.clear();
                 report.kind = Report::Upgraded;
-                show_session(report, SessionTransport::Rdma);
+                track_session(report, SessionTransport::Rdma);
                 return true;
             }
             case transport::UpgradeOutcome::TcpSame:
@@ -125,7 +156,7 @@ bool decide(int fd, Report& report) noexcept {
                 s.pending.clear();
                 report.kind = Report::Declined;
                 set_reason(report, result.error.message);
-                show_session(report, SessionTransport::Tcp);
+                track_session(report, SessionTransport::Tcp);
                 return true;
             case transport::UpgradeOutcome::TcpReconnect:
             case transport::UpgradeOutcome::Failed: break;
@@ -149,22 +180,27 @@ void report_decision(const Report& r) {
     switch (r.kind) {
         case Report::None: break;
         case Report::Upgraded:
+            // The connection's descriptors stay open until the backend exits.
+            for (int i = 0; i < r.transport_descriptors; ++i) ReserveExternalFD();
             if (Log_connections)
                 ereport(LOG, (errmsg("pg_rdma: connection upgraded: with_rsocket=true host=%s port=%s device=%s "
                                      "protocol_version=%d rx_buffer_size=%u",
                                      host, port, r.device, r.protocol_version, r.rx_buffer_size)));
-            on_proc_exit(log_session_end, 0);
             break;
         case Report::StayedTcp:
             if (Log_connections)
                 ereport(LOG, (errmsg("pg_rdma: connection on TCP: with_rsocket=false host=%s port=%s", host, port)));
-            on_proc_exit(log_session_end, 0);
             break;
         case Report::Declined:
             ereport(LOG, (errmsg("pg_rdma: RDMA not possible for host=%s port=%s, the session continues on TCP "
                                  "(with_rsocket=false): %s",
                                  host, port, r.reason)));
-            on_proc_exit(log_session_end, 0);
+            break;
+        case Report::NotAccepting:
+            ereport(LOG, (errmsg("pg_rdma: declined an RDMA upgrade from host=%s port=%s: the server is not "
+                                 "accepting this session (starting up, shutting down or too many clients); its "
+                                 "refusal follows on TCP%s%s",
+                                 host, port, r.reason[0] != '\0' ? "; " : "", r.reason)));
             break;
         case Report::NotOffered:
             ereport(LOG, (errmsg("pg_rdma: declined an RDMA upgrade from host=%s port=%s: this address is not in "
@@ -200,8 +236,12 @@ void log_session_end(int, Datum) {
 }  // namespace
 
 BackendSession& backend_session() noexcept {
-    static BackendSession session;
-    return session;
+    // Never destroyed: exit() runs static destructors before the transport's
+    // exit drain and any late socket call, and both still need the session.
+    // The connection is drained and the process ends; nothing leaks past it.
+    alignas(BackendSession) static unsigned char storage[sizeof(BackendSession)];
+    static BackendSession* const session = new (storage) BackendSession;
+    return *session;
 }
 
 bool start_session(int fd) {
@@ -219,6 +259,22 @@ void publish_counters() {
         s.bytes_received = stats.bytes_received;
     }
     if (s.shown) update_stat_counters(s.bytes_sent, s.bytes_received);
+}
+
+void claim_pending_row() {
+    BackendSession& s = backend_session();
+    if (!s.tracked || s.shown) return;
+    // As PostgreSQL's own log_disconnections: only for sessions that started.
+    on_proc_exit(log_session_end, 0);
+    SessionIdentity id;
+    id.client_addr = s.row.client_addr;
+    id.client_port = s.row.client_port;
+    id.transport = s.row.transport;
+    id.device = s.row.device;
+    id.protocol_version = s.row.protocol_version;
+    id.rx_buffer_size = s.row.rx_buffer_size;
+    s.shown = claim_stat_slot(id);
+    publish_counters();  // the bytes of the handshake and authentication
 }
 
 void log_rdma_failure() {

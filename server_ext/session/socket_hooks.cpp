@@ -23,7 +23,10 @@ bool is_undecided_client_socket(const BackendSession& s, int fd) {
 ssize_t after_rdma_io(ssize_t n) {
     const int saved = errno;
     if (n > 0) publish_counters();
-    else if (n < 0 && saved != EAGAIN && saved != EWOULDBLOCK && saved != EINTR) log_rdma_failure();
+    // EIO: a call nested in another (quickdie's send from a signal handler)
+    // was refused; the connection itself is fine, and logging here would
+    // allocate inside a signal handler.
+    else if (n < 0 && saved != EAGAIN && saved != EWOULDBLOCK && saved != EINTR && saved != EIO) log_rdma_failure();
     errno = saved;
     return n;
 }
@@ -46,7 +49,7 @@ ssize_t hook_recv(int fd, void* buf, std::size_t len, int flags) noexcept {
     if (fd != s.client_fd || fd < 0) return real_calls().recv(fd, buf, len, flags);
     if (s.phase == SessionPhase::Rdma) return after_rdma_io(s.rdma->recv(buf, len, flags));
     const ssize_t n = real_calls().recv(fd, buf, len, flags);
-    return s.shown ? after_tcp_io(n, s.bytes_received) : n;
+    return s.tracked ? after_tcp_io(n, s.bytes_received) : n;
 }
 
 ssize_t hook_send(int fd, const void* buf, std::size_t len, int flags) noexcept {
@@ -54,7 +57,7 @@ ssize_t hook_send(int fd, const void* buf, std::size_t len, int flags) noexcept 
     if (fd != s.client_fd || fd < 0) return real_calls().send(fd, buf, len, flags);
     if (s.phase == SessionPhase::Rdma) return after_rdma_io(s.rdma->send(buf, len, flags));
     const ssize_t n = real_calls().send(fd, buf, len, flags);
-    return s.shown ? after_tcp_io(n, s.bytes_sent) : n;
+    return s.tracked ? after_tcp_io(n, s.bytes_sent) : n;
 }
 
 int hook_epoll_ctl(int epfd, int op, int fd, epoll_event* event) noexcept {

@@ -53,6 +53,9 @@ std::uint32_t epoll_events_for(short p) {
     if ((p & POLLRDHUP) != 0) e |= EPOLLRDHUP;
     if ((p & POLLERR) != 0) e |= EPOLLERR;
     if ((p & POLLHUP) != 0) e |= EPOLLHUP;
+    // A connection that is no more: an event with no bits would be counted
+    // by nobody (WaitEventSet drops it) and wake the caller again at once.
+    if ((p & POLLNVAL) != 0) e |= EPOLLERR | EPOLLHUP;
     return e;
 }
 

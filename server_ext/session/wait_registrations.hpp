@@ -3,7 +3,7 @@
 // WaitLatchOrSocket set during the TLS handshake). At the upgrade each is
 // moved onto the RDMA connection's descriptor with the same epoll data, so
 // the backend's WaitEventSet keeps working with the events it asked for.
-// Pure bookkeeping, unit-tested on the host.
+// Pure bookkeeping, unit-tested on the host (tests/wait_registrations_test.cpp).
 #pragma once
 
 #include <sys/epoll.h>
@@ -36,7 +36,8 @@ private:
     std::vector<WaitRegistration> regs_;
 };
 
-// EPOLLIN/OUT/RDHUP/ERR/HUP <-> POLLIN/OUT/RDHUP/ERR/HUP.
+// EPOLLIN/OUT/RDHUP/ERR/HUP <-> POLLIN/OUT/RDHUP/ERR/HUP; POLLNVAL becomes
+// EPOLLERR|EPOLLHUP.
 short poll_events_for(std::uint32_t epoll_events);
 std::uint32_t epoll_events_for(short poll_events);
 

@@ -50,7 +50,7 @@ echo "ok: a malformed pg_rdma.listen_addresses stops the server"
 #    with_rsocket=false); a client asking for RDMA on a machine without an
 #    RDMA device is declined with the reason and continues on TCP.
 configure "shared_preload_libraries = 'pg_rdma'" "pg_rdma.listen_addresses = ' 127.0.0.1 '" \
-    "log_connections = on" "log_disconnections = on"
+    "log_connections = on" "log_disconnections = on" "authentication_timeout = '1s'"
 start || fail "the server did not start with a valid pg_rdma.listen_addresses"
 [ "$(sql -c 'show listen_addresses')" = 127.0.0.1 ] || fail "listen_addresses does not include the RDMA address"
 [ "$(as_pg "$STAGE_BIN/psql" -X -h 127.0.0.1 -p "$PORT" -U postgres -d postgres -At -c 'select 42')" = 42 ] ||
@@ -77,11 +77,60 @@ sleep 0.5
 grep -q 'LOG:  pg_rdma: RDMA not possible for host=127.0.0.1 port=[0-9]*, the session continues on TCP (with_rsocket=false): ' \
     "$data/log" || fail "the server did not log why RDMA was not possible"
 # Unix-socket sessions are not pg_rdma's: no line for them.
+# A backend that never gets its startup packet ends with _exit(1) at
+# authentication_timeout, running no exit callback: its pg_stat_rdma row
+# must not outlive it.
+sql -c 'create extension pg_rdma' >/dev/null
+python3 - "$PORT" <<'PY'
+import socket, struct, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
+s.sendall(struct.pack("!II", 8, 80877103))  # SSLRequest: the session is decided
+assert s.recv(1) == b"N"
+time.sleep(3)  # silent past authentication_timeout
+PY
+[ "$(sql -c 'select count(*) from pg_stat_rdma')" = 0 ] ||
+    fail "a backend that died at authentication_timeout left its pg_stat_rdma row: $(sql -c 'table pg_stat_rdma')"
 lines_before=$(grep -c 'pg_rdma: ' "$data/log")
 sql -c 'select 1' >/dev/null
 [ "$(grep -c 'pg_rdma: ' "$data/log")" = "$lines_before" ] || fail "a Unix-socket session was logged as pg_rdma's"
-stop
+# A CancelRequest on a pg_rdma address is not a session: no line of ours.
+python3 - "$PORT" <<'PY'
+import socket, struct, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
+s.sendall(struct.pack("!IIII", 16, 80877102, 1, 2))  # pid 1, key 2: cancels nothing
+assert s.recv(1) == b""  # the server closes without an answer
+PY
+sleep 0.5
+[ "$(grep -c 'pg_rdma: ' "$data/log")" = "$lines_before" ] ||
+    fail "a CancelRequest was logged as a pg_rdma session: $(grep 'pg_rdma: ' "$data/log" | tail -2)"
 echo "ok: pg_rdma.listen_addresses serves TCP; plain and declined sessions stay on TCP and are logged"
+
+# A backend the postmaster starts only to refuse the session (here: a smart
+# shutdown waits for a live session) declines the upgrade; PostgreSQL's
+# refusal follows on TCP.
+sql -c 'select pg_sleep(8)' >/dev/null &
+holder=$!
+sleep 1
+as_pg "$STAGE_BIN/pg_ctl" -D "$data" -m smart -W stop >/dev/null
+sleep 1
+out=$(python3 - "$PORT" <<'PY'
+import socket, struct, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
+s.sendall(struct.pack("!II", 8, 0x52444D41))  # our upgrade request
+print(s.recv(1).decode())
+params = b"user\0postgres\0database\0postgres\0\0"
+body = struct.pack("!I", 196608) + params  # protocol 3.0 startup packet
+s.sendall(struct.pack("!I", len(body) + 4) + body)
+print(s.recv(4096)[5:].decode(errors="replace"))
+PY
+) || fail "no answer to an upgrade request during a smart shutdown"
+wait "$holder" || true
+[ "$(head -1 <<<"$out")" = N ] || fail "the upgrade during shutdown was not declined: $out"
+grep -q 'the database system is shutting down' <<<"$out" || fail "PostgreSQL's refusal did not follow on TCP: $out"
+grep -q 'LOG:  pg_rdma: declined an RDMA upgrade from host=127.0.0.1 port=[0-9]*: the server is not accepting this session' \
+    "$data/log" || fail "the server did not log why it declined during shutdown"
+stop
+echo "ok: a backend started only to refuse the session declines the upgrade; the refusal follows on TCP"
 
 # 4. Without shared_preload_libraries, loading the module is refused.
 configure

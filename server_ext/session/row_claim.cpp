@@ -1,0 +1,31 @@
+#include "server_ext/session/row_claim.hpp"
+
+#include "server_ext/session/backend_session.hpp"
+
+#include "server_ext/pg_headers.hpp"
+
+extern "C" {
+#include "libpq/auth.h"
+}
+
+namespace pg_rdma::server {
+namespace {
+
+ClientAuthentication_hook_type previous_hook = nullptr;
+
+// Runs in the backend after the authentication exchange, before
+// PostgreSQL reports its outcome. A failed one gets no row: its FATAL
+// follows at once.
+void on_client_authenticated(Port* port, int status) {
+    if (previous_hook != nullptr) previous_hook(port, status);
+    if (status == STATUS_OK) claim_pending_row();
+}
+
+}  // namespace
+
+void install_row_claim_hook() {
+    previous_hook = ClientAuthentication_hook;
+    ClientAuthentication_hook = on_client_authenticated;
+}
+
+}  // namespace pg_rdma::server
