@@ -5,14 +5,12 @@
 #include <netinet/tcp.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <cctype>
 #include <cerrno>
-#include <cstdlib>
+#include <chrono>
 #include <cstring>
-#include <limits>
 #include <memory>
 
+#include "libclient/conninfo/connect_timeout.hpp"
 #include "libclient/preload/epoll_registry.hpp"
 #include "libclient/preload/libc_calls.hpp"
 #include "libclient/preload/libpq_calls.hpp"
@@ -36,23 +34,16 @@ int tcp_connect_state(int fd) {
 }
 
 // libpq's connect_timeout bounds the RDMA setup too: it is the user's word
-// on how long connecting may take (and a loaded server can take longer than
-// the transport's default to answer). As libpq reads it: seconds, at least
-// 2; 0, negative or absent leaves the transport's default.
+// on how long connecting may take, and a loaded server can take longer than
+// the transport's default to answer. Without one, the transport's default.
 transport::Settings upgrade_settings(PGconn* conn) {
-    constexpr long kLibpqMinimumConnectTimeoutS = 2;
     transport::Settings settings;
     PQconninfoOption* options = libpq().PQconninfo(conn);
     if (options == nullptr) return settings;
     for (const PQconninfoOption* o = options; o->keyword != nullptr; ++o) {
-        if (std::strcmp(o->keyword, "connect_timeout") != 0 || o->val == nullptr) continue;
-        char* end = nullptr;
-        errno = 0;
-        const long seconds = std::strtol(o->val, &end, 10);
-        while (end != nullptr && *end != '\0' && std::isspace(static_cast<unsigned char>(*end))) ++end;
-        if (errno == 0 && end != o->val && end != nullptr && *end == '\0' && seconds > 0 &&
-            seconds <= std::numeric_limits<int>::max() / 1000)
-            settings.connect_timeout = transport::Millis{std::max(seconds, kLibpqMinimumConnectTimeoutS) * 1000};
+        if (std::strcmp(o->keyword, "connect_timeout") != 0) continue;
+        if (const auto seconds = conninfo::connect_timeout_seconds(o->val))
+            settings.connect_timeout = std::chrono::duration_cast<transport::Millis>(std::chrono::seconds{*seconds});
     }
     libpq().PQconninfoFree(options);
     return settings;

@@ -122,7 +122,12 @@ sleep 1
 kill -INT "$psql_pid"
 wait "$psql_pid" && fail "the cancelled query succeeded"
 grep -q 'canceling statement due to user request' "$work/err" || fail "no cancel message: $(err)"
-[ "$(last_session)" = tcp ] || fail "the cancel request was not plain TCP: $(last_session)"
+# The cancel's connection is the server's last one: plain TCP, and no
+# session of pg_rdma's (no upgrade, no line of ours for its port).
+cancel_port=$(grep -o 'connection received: host=[^ ]* port=[0-9]*' "$log" | tail -1 | sed 's/.*port=//')
+[ -n "$cancel_port" ] || fail "the cancel request's connection is not in the server log"
+grep -q "pg_rdma: .*port=$cancel_port\b" "$log" &&
+    fail "the cancel request was taken for a pg_rdma session: $(grep "port=$cancel_port\b" "$log")"
 echo "ok: PQcancel goes over plain TCP and cancels a query of an RDMA session"
 
 # 7. A server without pg_rdma: true falls back with one warning; require fails clearly.

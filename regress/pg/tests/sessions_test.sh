@@ -29,10 +29,10 @@ client() { PGUSER=${PGUSER:-app} pg_cluster_client "$pgrdma" "$@"; }
 rpsql() { local conninfo=$1; shift; client psql -X -At -v ON_ERROR_STOP=1 -d "dbname=postgres with_rsocket=require $conninfo" "$@"; }
 me="select transport from pg_stat_rdma where pid = pg_backend_pid()"
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-wait_for() {  # wait_for SECONDS CMD...: until CMD succeeds
-    local limit=$(($1 * 10)) i; shift
-    for ((i = 0; i < limit; i++)); do "$@" && return 0; sleep 0.1; done
-    return 1
+wait_for() {  # wait_for SECONDS CMD...: until CMD succeeds, SECONDS of wall time
+    local until=$((SECONDS + $1)); shift
+    while [ "$SECONDS" -lt "$until" ]; do "$@" && return 0; sleep 0.1; done
+    "$@"
 }
 postmaster_unchanged() {
     [ "$(pg_cluster_psql -c 'select pg_postmaster_start_time()')" = "$started" ] || fail "the postmaster restarted"
@@ -148,8 +148,9 @@ for i in $(seq 64); do
 done
 many() { pg_cluster_psql -c "select count(*) from pg_stat_rdma r join pg_stat_activity a using (pid)
                              where r.transport = 'rdma' and a.query = 'select pg_sleep(300)'"; }
-sixty_four() { [ "$(many)" -ge 64 ]; }
-wait_for 240 sixty_four || fail "only $(many) concurrent RDMA sessions, not 64"
+sixty_four() { [ "$(many)" -ge 64 ] 2>/dev/null; }
+wait_for 240 sixty_four ||
+    fail "only $(many 2>&1) concurrent RDMA sessions, not 64; backends: $(pg_cluster_psql -c "select backend_type, state, count(*) from pg_stat_activity group by 1, 2" 2>&1 | tr '\n' ' ')"
 pg_cluster_psql -c "select count(pg_cancel_backend(pid)) from pg_stat_activity where query = 'select pg_sleep(300)'" \
     >/dev/null
 wait
