@@ -26,6 +26,18 @@ as_pg "$STAGE_BIN/pg_ctl" -D "$data" -l "$data/log" -w -t 60 start >/dev/null
 fail() { echo "FAIL: $*"; cat "$data/log"; exit 1; }
 sql() { as_pg "$STAGE_BIN/psql" -X -h "$work" -p "$PORT" -U postgres -d postgres -At "$@"; }
 rdma() { "$probe" "$IP" "$PORT" postgres postgres "$@"; }
+wait_for() {  # wait_for SECONDS CMD...: until CMD succeeds, SECONDS of wall time
+    local until=$((SECONDS + $1)); shift
+    while [ "$SECONDS" -lt "$until" ]; do "$@" && return 0; sleep 0.1; done
+    "$@"
+}
+# running LIKE: the pid of the one backend whose query is LIKE that pattern.
+running() { sql -c "select pid from pg_stat_activity where query like '$1'"; }
+# sleeper LIKE: waits (30 s at most) for such a backend; sets $pid.
+sleeper() {
+    found() { pid=$(running "$1"); [ -n "$pid" ]; }
+    wait_for 30 found "$1" || fail "no backend started '$1'"
+}
 
 sql -c 'create extension pg_rdma' >/dev/null
 started=$(sql -c 'select pg_postmaster_start_time()')
@@ -37,9 +49,11 @@ out=$(rdma "select transport, device, protocol_version, client_addr, inet_client
 [ "$out" = "rdma|$DEV|1|$IP|$IP" ] || fail "pg_stat_rdma for the RDMA session: '$out'"
 grep -q "LOG:  pg_rdma: connection upgraded: with_rsocket=true host=$IP port=[0-9]* device=$DEV " "$data/log" ||
     fail "no with_rsocket=true log line"
-sleep 0.5
-grep -q "LOG:  pg_rdma: disconnection: with_rsocket=true session time: [0-9:.]* host=$IP port=[0-9]* bytes_sent=[1-9][0-9]* bytes_received=[1-9]" \
-    "$data/log" || fail "no with_rsocket=true disconnection line with bytes"
+disconnection_logged() {
+    grep -q "LOG:  pg_rdma: disconnection: with_rsocket=true session time: [0-9:.]* host=$IP port=[0-9]* bytes_sent=[1-9][0-9]* bytes_received=[1-9]" \
+        "$data/log"
+}
+wait_for 10 disconnection_logged || fail "no with_rsocket=true disconnection line with bytes"
 echo "ok: a session over RDMA shows in pg_stat_rdma and the log"
 
 # 2. The same address without the upgrade stays on TCP.
@@ -83,12 +97,7 @@ echo "ok: an idle session lives on; its backend used $((t1 - t0))/1000 ticks of 
 #    postmaster does not restart.
 rdma "select pg_sleep(60)" >"$work/term.out" 2>&1 &
 victim=$!
-for _ in $(seq 100); do
-    pid=$(sql -c "select pid from pg_stat_activity where query = 'select pg_sleep(60)'")
-    [ -n "$pid" ] && break
-    sleep 0.1
-done
-[ -n "$pid" ] || fail "the session to terminate did not start"
+sleeper 'select pg_sleep(60)'
 [ "$(sql -c "select transport from pg_stat_rdma where pid = $pid")" = rdma ] || fail "the victim is not on RDMA"
 sql -c "select pg_terminate_backend($pid)" >/dev/null
 wait "$victim" && fail "the terminated session exited 0"
@@ -100,11 +109,7 @@ echo "ok: pg_terminate_backend reaches the RDMA client; the postmaster lives on"
 # 6. pg_cancel_backend cancels a query on an RDMA session; the session goes on.
 rdma "select pg_sleep(60)" "select 'after cancel'" >"$work/cancel.out" 2>&1 &
 victim=$!
-for _ in $(seq 100); do
-    pid=$(sql -c "select pid from pg_stat_activity where query = 'select pg_sleep(60)'")
-    [ -n "$pid" ] && break
-    sleep 0.1
-done
+sleeper 'select pg_sleep(60)'
 sql -c "select pg_cancel_backend($pid)" >/dev/null
 wait "$victim" && rc=0 || rc=$?
 [ "$rc" = 1 ] || fail "the cancelled session ended with $rc: $(cat "$work/cancel.out")"
@@ -115,17 +120,10 @@ echo "ok: pg_cancel_backend cancels a query on an RDMA session"
 # 7. A client killed mid-query: its backend notices and exits cleanly.
 rdma "select pg_sleep(3)" "select pg_sleep(60)" >/dev/null 2>&1 &
 victim=$!
-for _ in $(seq 100); do
-    pid=$(sql -c "select pid from pg_stat_activity where query like 'select pg_sleep(%'")
-    [ -n "$pid" ] && break
-    sleep 0.1
-done
+sleeper 'select pg_sleep(%'
 kill -9 "$victim"; wait "$victim" 2>/dev/null || true
-for _ in $(seq 300); do
-    [ -z "$(sql -c "select pid from pg_stat_activity where pid = $pid")" ] && break
-    sleep 0.1
-done
-[ -z "$(sql -c "select pid from pg_stat_activity where pid = $pid")" ] || fail "the backend of a killed client is still there"
+gone() { [ -z "$(sql -c "select pid from pg_stat_activity where pid = $pid")" ]; }
+wait_for 30 gone || fail "the backend of a killed client is still there"
 [ "$(sql -c 'select pg_postmaster_start_time()')" = "$started" ] || fail "the postmaster restarted"
 echo "ok: the backend of a SIGKILLed RDMA client exits; the postmaster lives on"
 
