@@ -1,10 +1,9 @@
 #include "server_ext/session/first_packet.hpp"
 
 #include <poll.h>
-
-#include <array>
 #include <sys/types.h>
 
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>

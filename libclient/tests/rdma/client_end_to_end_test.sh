@@ -170,6 +170,29 @@ run "$forms" start_poll "$rdma with_rsocket=" && fail "with_rsocket= connected"
 grep -qx 'invalid with_rsocket value: ""' "$work/err" || fail "empty value via PQconnectStart: $(err)"
 echo "ok: invalid values fail with libpq's wording"
 
+# 8b. Other places a connection is written (the rest comes with the next
+#     issue): a URI query parameter, percent-encoded too, and a multi-host
+#     URI; the environment variable WITH_RSOCKET, which the connection's own
+#     value beats; an invalid value in each.
+uri="postgresql://postgres@$IP:54402/postgres"
+for query in "with_rsocket=require" "with%5Frsocket=%72equire" "sslmode=disable&with_rsocket=true"; do
+    run psql -X -At "$uri?$query" -c "$transport_query" || fail "URI ?$query: $(err)"
+    [ "$(out)" = rdma ] || fail "URI ?$query: pg_stat_rdma says '$(out)'"
+done
+run psql -X -At "postgresql://postgres@$IP:$CLOSED_PORT,$IP:54402/postgres?with_rsocket=require" \
+    -c "$transport_query" || fail "multi-host URI: $(err)"
+[ "$(out)" = rdma ] || fail "multi-host URI: pg_stat_rdma says '$(out)'"
+WITH_RSOCKET=require run psql -X -At "$rdma" -c "$transport_query" || fail "WITH_RSOCKET=require: $(err)"
+[ "$(out)" = rdma ] || fail "WITH_RSOCKET=require: pg_stat_rdma says '$(out)'"
+WITH_RSOCKET=require run psql -X -At "$rdma with_rsocket=false" -c "$transport_query" ||
+    fail "with_rsocket=false under WITH_RSOCKET=require: $(err)"
+[ "$(out)" = tcp ] || fail "with_rsocket=false did not beat WITH_RSOCKET: pg_stat_rdma says '$(out)'"
+run psql -X -At "$uri?with_rsocket=maybe" -c 'select 42' && fail "?with_rsocket=maybe connected"
+grep -qx 'psql: error: invalid with_rsocket value: "maybe"' "$work/err" || fail "invalid value in a URI: $(err)"
+WITH_RSOCKET=maybe run psql -X -At "$rdma" -c 'select 42' && fail "WITH_RSOCKET=maybe connected"
+grep -q 'invalid .*"maybe"' "$work/err" || fail "invalid WITH_RSOCKET: $(err)"
+echo "ok: with_rsocket in a URI (percent-encoded, several hosts) and in WITH_RSOCKET; invalid values refused"
+
 # 9. The pgrdma wrapper.
 out=$("$pgrdma" psql -X -At "$rdma with_rsocket=require" -c "$transport_query") || fail "pgrdma psql failed"
 [ "$out" = rdma ] || fail "pgrdma psql: pg_stat_rdma says '$out'"
