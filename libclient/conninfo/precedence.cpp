@@ -30,6 +30,7 @@ ResolvedPolicy resolve_policy(const PolicyInputs& inputs) {
     } else {
         return resolved;
     }
+    resolved.value = *winner;
     PolicyValue parsed = parse_policy_value(**winner);
     if (parsed.ok())
         resolved.policy = *parsed.policy;

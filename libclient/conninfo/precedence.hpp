@@ -10,8 +10,8 @@
 // As in libpq, only the value that wins is validated: a bad WITH_RSOCKET is
 // no error when the connection says with_rsocket=false, and an empty value
 // present at some level is that level's value (and invalid), not absence.
-// Reading the service file is not done here (a later change); its caller
-// passes the section's value.
+// The service file is read by service_file.hpp; its caller passes the
+// section's value here.
 #pragma once
 
 #include <optional>
@@ -35,6 +35,8 @@ struct PolicyInputs {
 struct ResolvedPolicy {
     RsocketPolicy policy = RsocketPolicy::Off;  // Off when !ok()
     PolicySource source = PolicySource::Default;
+    // The winning value as written (what PQconninfo reports), absent by default.
+    std::optional<std::string> value;
     std::string error;  // libpq-style message when the winning value is invalid
 
     [[nodiscard]] bool ok() const { return error.empty(); }

@@ -1,19 +1,21 @@
 #include "libclient/preload/conn_policy.hpp"
 
 #include <mutex>
+#include <optional>
+#include <string>
 #include <unordered_map>
 
 namespace pg_rdma::client {
 namespace {
 
 std::mutex g_mutex;
-std::unordered_map<const PGconn*, RsocketPolicy>& registry() {
-    static auto* map = new std::unordered_map<const PGconn*, RsocketPolicy>;  // never destroyed: used at exit
+std::unordered_map<const PGconn*, PolicyChoice>& registry() {
+    static auto* map = new std::unordered_map<const PGconn*, PolicyChoice>;  // never destroyed: used at exit
     return *map;
 }
 
 __attribute__((tls_model("initial-exec"))) thread_local int t_start_depth = 0;
-__attribute__((tls_model("initial-exec"))) thread_local RsocketPolicy t_start_policy = RsocketPolicy::Off;
+__attribute__((tls_model("initial-exec"))) thread_local const PolicyChoice* t_start_choice = nullptr;
 __attribute__((tls_model("initial-exec"))) thread_local RsocketPolicy t_active = RsocketPolicy::Off;
 
 }  // namespace
@@ -21,10 +23,18 @@ __attribute__((tls_model("initial-exec"))) thread_local RsocketPolicy t_active =
 RsocketPolicy policy_of(const PGconn* conn) {
     std::lock_guard lock(g_mutex);
     auto& map = registry();
-    if (auto it = map.find(conn); it != map.end()) return it->second;
-    if (t_start_depth == 0 || t_start_policy == RsocketPolicy::Off) return RsocketPolicy::Off;
-    map.emplace(conn, t_start_policy);
-    return t_start_policy;
+    if (auto it = map.find(conn); it != map.end()) return it->second.policy;
+    // A PGconn that said nothing is not registered: plain libpq.
+    if (t_start_depth == 0 || t_start_choice == nullptr || !t_start_choice->value) return RsocketPolicy::Off;
+    map.emplace(conn, *t_start_choice);
+    return t_start_choice->policy;
+}
+
+std::optional<std::string> value_of(const PGconn* conn) {
+    std::lock_guard lock(g_mutex);
+    auto& map = registry();
+    if (auto it = map.find(conn); it != map.end()) return it->second.value;
+    return std::nullopt;
 }
 
 void forget(const PGconn* conn) noexcept {
@@ -32,11 +42,11 @@ void forget(const PGconn* conn) noexcept {
     registry().erase(conn);
 }
 
-StartScope::StartScope(RsocketPolicy policy) noexcept {
-    if (t_start_depth++ == 0) t_start_policy = policy;
+StartScope::StartScope(const PolicyChoice& choice) noexcept {
+    if (t_start_depth++ == 0) t_start_choice = &choice;
 }
 StartScope::~StartScope() {
-    if (--t_start_depth == 0) t_start_policy = RsocketPolicy::Off;
+    if (--t_start_depth == 0) t_start_choice = nullptr;
 }
 bool StartScope::active() noexcept { return t_start_depth > 0; }
 

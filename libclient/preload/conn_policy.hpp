@@ -16,6 +16,7 @@
 #include <libpq-fe.h>
 
 #include <optional>
+#include <string>
 
 #include "libclient/conninfo/policy.hpp"
 
@@ -23,9 +24,19 @@ namespace pg_rdma::client {
 
 using conninfo::RsocketPolicy;
 
+// What a wrapper decided for the PGconn it starts: the policy, and the
+// with_rsocket value as written where it won (connection, service section
+// or WITH_RSOCKET), which PQconninfo reports.
+struct PolicyChoice {
+    RsocketPolicy policy = RsocketPolicy::Off;
+    std::optional<std::string> value;
+};
+
 // The policy registered for `conn`, registering the StartScope's for a
 // PGconn not seen yet; Off for one no wrapper started.
 RsocketPolicy policy_of(const PGconn* conn);
+// The registered value as written; nullopt when none was given anywhere.
+std::optional<std::string> value_of(const PGconn* conn);
 void forget(const PGconn* conn) noexcept;
 
 // Set by the outermost PQconnect* / PQsetdbLogin wrapper for the duration
@@ -33,7 +44,8 @@ void forget(const PGconn* conn) noexcept;
 // the outer one's policy.
 class StartScope {
 public:
-    explicit StartScope(RsocketPolicy policy) noexcept;
+    // `choice` outlives the scope.
+    explicit StartScope(const PolicyChoice& choice) noexcept;
     ~StartScope();
     StartScope(const StartScope&) = delete;
     StartScope& operator=(const StartScope&) = delete;

@@ -49,6 +49,7 @@ void load() noexcept {
     find(g_libc.epoll_ctl, "epoll_ctl");
     find(g_libc.epoll_wait, "epoll_wait");
     find(g_libc.epoll_pwait, "epoll_pwait");
+    find(g_libc.fopen, "fopen");
 }
 
 // Runs before main() (and before any constructor of the program's own that

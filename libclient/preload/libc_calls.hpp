@@ -12,6 +12,7 @@
 #pragma once
 
 #include <poll.h>
+#include <stdio.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
@@ -42,6 +43,7 @@ struct LibcCalls {
     int (*epoll_ctl)(int, int, int, epoll_event*);
     int (*epoll_wait)(int, epoll_event*, int, int);
     int (*epoll_pwait)(int, epoll_event*, int, int, const sigset_t*);
+    FILE* (*fopen)(const char*, const char*);
 };
 
 const LibcCalls& libc() noexcept;

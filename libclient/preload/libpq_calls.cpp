@@ -40,6 +40,8 @@ void load() noexcept {
     find(g_libpq.PQhost, "PQhost");
     find(g_libpq.PQport, "PQport");
     find(g_libpq.PQconninfo, "PQconninfo");
+    find(g_libpq.PQconninfoParse, "PQconninfoParse");
+    find(g_libpq.PQconndefaults, "PQconndefaults");
     find(g_libpq.PQconninfoFree, "PQconninfoFree");
     find(g_libpq.resetPQExpBuffer, "resetPQExpBuffer");
     find(g_libpq.appendPQExpBufferStr, "appendPQExpBufferStr");

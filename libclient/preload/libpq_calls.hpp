@@ -33,6 +33,8 @@ struct LibpqCalls {
     char* (*PQhost)(const PGconn*);
     char* (*PQport)(const PGconn*);
     PQconninfoOption* (*PQconninfo)(PGconn*);
+    PQconninfoOption* (*PQconninfoParse)(const char*, char**);
+    PQconninfoOption* (*PQconndefaults)();
     void (*PQconninfoFree)(PQconninfoOption*);
     void (*resetPQExpBuffer)(ExpBuffer*);
     void (*appendPQExpBufferStr)(ExpBuffer*, const char*);

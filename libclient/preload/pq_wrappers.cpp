@@ -1,7 +1,9 @@
 // The PQconnect* family as libpq_rdma.so exports it: with_rsocket is taken
 // out of what libpq sees (libpq 15 rejects keywords it does not know), its
-// policy is remembered for the PGconn (conn_policy.hpp), and PQconnectPoll
-// drives the upgrade of each attempt's socket (upgrade_driver.hpp).
+// policy (connection > service section > WITH_RSOCKET) is remembered for the
+// PGconn (conn_policy.hpp), and PQconnectPoll drives the upgrade of each
+// attempt's socket (upgrade_driver.hpp). The service file's with_rsocket
+// lines are hidden from libpq while the real call runs (service_files.hpp).
 // Every body catches everything: nothing may unwind into a C caller (the
 // declarations are libpq-fe.h's, so they cannot say noexcept).
 #include <libpq-fe.h>
@@ -12,8 +14,10 @@
 #include "libclient/conninfo/keyword_arrays.hpp"
 #include "libclient/conninfo/precedence.hpp"
 #include "libclient/preload/conn_policy.hpp"
+#include "libclient/preload/conninfo_options.hpp"
 #include "libclient/preload/libpq_calls.hpp"
 #include "libclient/preload/pq_messages.hpp"
+#include "libclient/preload/service_files.hpp"
 #include "libclient/preload/socket_table.hpp"
 #include "libclient/preload/upgrade_driver.hpp"
 
@@ -26,9 +30,13 @@ struct Request {
     std::string error;  // set: fail the PGconn with it, do not connect
 };
 
-Request resolve(const std::optional<std::string>& connection_value) {
+// `service`: the service the connection names itself (service_in_*); the
+// section of PGSERVICE's is read when it names none.
+Request resolve(const std::optional<std::string>& connection_value, const std::optional<std::string>& service) {
     conninfo::PolicyInputs inputs;
     inputs.connection = connection_value;
+    // Read only when it could win, as libpq reads only what it needs.
+    if (!connection_value) inputs.service = service_section_value(service);
     inputs.environment = conninfo::environment_value();
     Request request;
     request.resolved = conninfo::resolve_policy(inputs);
@@ -40,7 +48,9 @@ Request resolve(const std::optional<std::string>& connection_value) {
 template <typename Start>
 PGconn* start_with(const Request& request, Start&& start) {
     if (!request.error.empty()) return failed_connection(request.error);
-    StartScope scope(request.resolved.policy);
+    const PolicyChoice choice{request.resolved.policy, request.resolved.value};
+    StartScope scope(choice);
+    ServiceFileScope services;
     return start();
 }
 
@@ -49,7 +59,8 @@ PGconn* connect_string(const char* conninfo, PGconn* (*real)(const char*)) {
         if (conninfo == nullptr || StartScope::active()) return real(conninfo);
         const conninfo::Extraction ex = conninfo::extract_from_connection_string(conninfo);
         if (ex.status == conninfo::ExtractStatus::SyntaxError) return real(conninfo);
-        return start_with(resolve(ex.value), [&] { return real(ex.rewritten.c_str()); });
+        return start_with(resolve(ex.value, service_in_string(ex.rewritten.c_str())),
+                          [&] { return real(ex.rewritten.c_str()); });
     } catch (...) {
         return failed_connection("out of memory\n");
     }
@@ -63,8 +74,9 @@ PGconn* connect_arrays(const char* const* keywords, const char* const* values, i
         const conninfo::ArraysExtraction ex =
             conninfo::extract_from_keyword_arrays(keywords, values, expand_dbname != 0);
         if (ex.status == conninfo::ExtractStatus::SyntaxError) return real(keywords, values, expand_dbname);
-        return start_with(resolve(ex.value),
-                          [&] { return real(ex.arrays.keywords(), ex.arrays.values(), expand_dbname); });
+        return start_with(
+            resolve(ex.value, service_in_arrays(ex.arrays.keywords(), ex.arrays.values(), expand_dbname != 0)),
+            [&] { return real(ex.arrays.keywords(), ex.arrays.values(), expand_dbname); });
     } catch (...) {
         return failed_connection("out of memory\n");
     }
@@ -106,6 +118,7 @@ __attribute__((visibility("default"))) PGconn* PQsetdbLogin(const char* pghost, 
     try {
         if (StartScope::active()) return real(pghost, pgport, pgoptions, pgtty, dbName, login, pwd);
         std::optional<std::string> value;
+        std::optional<std::string> service;
         std::string rewritten;
         const char* db = dbName;
         if (dbName != nullptr && pg_rdma::conninfo::is_recognized_connection_string(dbName)) {
@@ -114,9 +127,11 @@ __attribute__((visibility("default"))) PGconn* PQsetdbLogin(const char* pghost, 
                 value = std::move(ex.value);
                 rewritten = std::move(ex.rewritten);
                 db = rewritten.c_str();
+                service = service_in_string(db);
             }
         }
-        return start_with(resolve(value), [&] { return real(pghost, pgport, pgoptions, pgtty, db, login, pwd); });
+        return start_with(resolve(value, service),
+                          [&] { return real(pghost, pgport, pgoptions, pgtty, db, login, pwd); });
     } catch (...) {
         return failed_connection("out of memory\n");
     }
@@ -141,6 +156,53 @@ __attribute__((visibility("default"))) PostgresPollingStatusType PQconnectPoll(P
         if (!failure.empty()) append_error(conn, failure);
         if (refusal != nullptr) append_error(conn, refusal);
         return status;
+    } catch (...) {
+        return real(conn);
+    }
+}
+
+// libpq does not validate option values here (sslmode=maybe parses), and
+// neither is with_rsocket's: it is reported as written, the last one winning.
+__attribute__((visibility("default"))) PQconninfoOption* PQconninfoParse(const char* conninfo, char** errmsg) {
+    const auto real = libpq().PQconninfoParse;
+    try {
+        if (conninfo == nullptr) return real(conninfo, errmsg);
+        const auto ex = pg_rdma::conninfo::extract_from_connection_string(conninfo);
+        if (ex.status == pg_rdma::conninfo::ExtractStatus::SyntaxError) return real(conninfo, errmsg);
+        return with_rsocket_option(real(ex.rewritten.c_str(), errmsg), ex.value);
+    } catch (...) {
+        return real(conninfo, errmsg);
+    }
+}
+
+// What a connection made now would default to: PGSERVICE's section, then
+// WITH_RSOCKET (libpq's defaults include the service file and environment).
+__attribute__((visibility("default"))) PQconninfoOption* PQconndefaults(void) {
+    const auto real = libpq().PQconndefaults;
+    try {
+        PQconninfoOption* options = nullptr;
+        {
+            ServiceFileScope services;
+            options = real();
+        }
+        if (options == nullptr) return options;
+        pg_rdma::conninfo::PolicyInputs inputs;
+        inputs.service = service_section_value(std::nullopt);
+        inputs.environment = pg_rdma::conninfo::environment_value();
+        return with_rsocket_option(options, pg_rdma::conninfo::resolve_policy(inputs).value);
+    } catch (...) {
+        return real();
+    }
+}
+
+// The value that decided this connection's policy, wherever it was written,
+// so that pg_basebackup -R keeps with_rsocket in primary_conninfo and psql's
+// \connect keeps it for the next connection.
+__attribute__((visibility("default"))) PQconninfoOption* PQconninfo(PGconn* conn) {
+    const auto real = libpq().PQconninfo;
+    try {
+        PQconninfoOption* options = real(conn);
+        return conn != nullptr ? with_rsocket_option(options, value_of(conn)) : options;
     } catch (...) {
         return real(conn);
     }

@@ -12,6 +12,7 @@ TEST_CASE("absent everywhere means off, by default") {
     CHECK(r.ok());
     CHECK(r.policy == RsocketPolicy::Off);
     CHECK(r.source == PolicySource::Default);
+    CHECK_FALSE(r.value);
 }
 
 TEST_CASE("WITH_RSOCKET alone sets the policy") {
@@ -31,6 +32,7 @@ TEST_CASE("the connection's own with_rsocket wins over the service file and the 
     CHECK(r.ok());
     CHECK(r.policy == RsocketPolicy::Off);
     CHECK(r.source == PolicySource::Connection);
+    CHECK(r.value == "off");  // as written: PQconninfo gives it back
 }
 
 TEST_CASE("only the winning value is validated, as libpq does with PGSSLMODE") {
