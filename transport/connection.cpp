@@ -166,6 +166,8 @@ Connection::~Connection() {
 
 bool Connection::usable() const noexcept { return stream_ != nullptr && current_pid() == owner_pid_; }
 
+bool Connection::made_in_this_process() const noexcept { return current_pid() == owner_pid_; }
+
 ssize_t Connection::read(void* buf, std::size_t len) noexcept {
     const Use use(*this);
     if (!use) return -1;

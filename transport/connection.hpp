@@ -140,6 +140,9 @@ public:
     [[nodiscard]] ConnectionStats stats() const noexcept;
     // The RDMA device the connection runs on ("rxe0"); empty when unusable.
     [[nodiscard]] std::string device_name() const noexcept;
+    // False in a process forked after the connection was made, where every
+    // call fails with EBADF (a queue pair does not follow fork()).
+    [[nodiscard]] bool made_in_this_process() const noexcept;
     // Why the connection failed, in words for a log line; empty while it works.
     [[nodiscard]] std::string failure_reason() const noexcept;
 

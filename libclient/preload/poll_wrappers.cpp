@@ -47,6 +47,11 @@ int timespec_ms(const timespec* ts) noexcept {
 bool wait_alone(pollfd& p, int timeout_ms, int& rc) noexcept {
     SocketEntry* e = SocketTable::instance().find(p.fd);
     if (e == nullptr || e->state != SocketState::Rdma) return false;
+    if (forked_away(*e)) {  // as poll() reports a descriptor it cannot use
+        p.revents = POLLNVAL;
+        rc = 1;
+        return true;
+    }
     TransportCall inside;
     const int ev = e->connection->wait(p.events, timeout_ms);
     if (ev < 0) {

@@ -8,6 +8,7 @@ namespace {
 constexpr short kAlways = POLLERR | POLLHUP | POLLNVAL;
 
 short connection_events(SocketEntry& entry, short wanted) noexcept {
+    if (forked_away(entry)) return POLLNVAL;
     TransportCall inside;
     const short ev = entry.connection->poll_events(wanted);
     return static_cast<short>(ev & (wanted | kAlways | POLLRDHUP));

@@ -44,14 +44,21 @@ ssize_t failed_io(const SocketEntry& entry) noexcept {
     return -1;
 }
 
+ssize_t forked_io() noexcept {
+    errno = EBADF;
+    return -1;
+}
+
 ssize_t conn_read(SocketEntry& entry, void* buf, size_t len) noexcept {
     if (entry.state != SocketState::Rdma) return failed_io(entry);
+    if (forked_away(entry)) return forked_io();
     TransportCall inside;
     return entry.connection->read(buf, len);
 }
 
 ssize_t conn_write(SocketEntry& entry, const void* buf, size_t len) noexcept {
     if (entry.state != SocketState::Rdma) return failed_io(entry);
+    if (forked_away(entry)) return forked_io();
     TransportCall inside;
     return entry.connection->write(buf, len);
 }
