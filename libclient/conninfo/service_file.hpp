@@ -14,7 +14,9 @@
 //     trimmed, and the first line for a keyword wins.
 // libpq rejects a keyword it does not know in the section it reads, so the
 // client library hides our lines from it (without_keyword_lines) and reads
-// them here.
+// them here. Not followed: an "ldap..." line, after which libpq reads the
+// rest of the section only when the LDAP lookup is unavailable; our line
+// counts either way.
 #pragma once
 
 #include <functional>

@@ -24,8 +24,9 @@ RsocketPolicy policy_of(const PGconn* conn) {
     std::lock_guard lock(g_mutex);
     auto& map = registry();
     if (auto it = map.find(conn); it != map.end()) return it->second.policy;
-    // A PGconn that said nothing is not registered: plain libpq.
-    if (t_start_depth == 0 || t_start_choice == nullptr || !t_start_choice->value) return RsocketPolicy::Off;
+    // A PGconn that does not ask for RDMA is not registered: plain libpq.
+    if (t_start_depth == 0 || t_start_choice == nullptr || t_start_choice->policy == RsocketPolicy::Off)
+        return RsocketPolicy::Off;
     map.emplace(conn, *t_start_choice);
     return t_start_choice->policy;
 }

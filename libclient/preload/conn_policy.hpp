@@ -35,7 +35,8 @@ struct PolicyChoice {
 // The policy registered for `conn`, registering the StartScope's for a
 // PGconn not seen yet; Off for one no wrapper started.
 RsocketPolicy policy_of(const PGconn* conn);
-// The registered value as written; nullopt when none was given anywhere.
+// The value as written for a PGconn that asked for RDMA (true or require,
+// from wherever it came); nullopt for every other PGconn.
 std::optional<std::string> value_of(const PGconn* conn);
 void forget(const PGconn* conn) noexcept;
 

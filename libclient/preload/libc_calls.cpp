@@ -50,6 +50,7 @@ void load() noexcept {
     find(g_libc.epoll_wait, "epoll_wait");
     find(g_libc.epoll_pwait, "epoll_pwait");
     find(g_libc.fopen, "fopen");
+    find(g_libc.fopen64, "fopen64");
 }
 
 // Runs before main() (and before any constructor of the program's own that

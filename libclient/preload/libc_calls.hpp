@@ -44,6 +44,7 @@ struct LibcCalls {
     int (*epoll_wait)(int, epoll_event*, int, int);
     int (*epoll_pwait)(int, epoll_event*, int, int, const sigset_t*);
     FILE* (*fopen)(const char*, const char*);
+    FILE* (*fopen64)(const char*, const char*);
 };
 
 const LibcCalls& libc() noexcept;

@@ -31,12 +31,14 @@ struct Request {
 };
 
 // `service`: the service the connection names itself (service_in_*); the
-// section of PGSERVICE's is read when it names none.
-Request resolve(const std::optional<std::string>& connection_value, const std::optional<std::string>& service) {
+// section of PGSERVICE's is read when it names none. `services` is the
+// scope the real call then runs in.
+Request resolve(ServiceFileScope& services, const std::optional<std::string>& connection_value,
+                const std::optional<std::string>& service) {
     conninfo::PolicyInputs inputs;
     inputs.connection = connection_value;
-    // Read only when it could win, as libpq reads only what it needs.
-    if (!connection_value) inputs.service = service_section_value(service);
+    // Read only when it could win.
+    if (!connection_value) inputs.service = services.section_value(service);
     inputs.environment = conninfo::environment_value();
     Request request;
     request.resolved = conninfo::resolve_policy(inputs);
@@ -50,7 +52,6 @@ PGconn* start_with(const Request& request, Start&& start) {
     if (!request.error.empty()) return failed_connection(request.error);
     const PolicyChoice choice{request.resolved.policy, request.resolved.value};
     StartScope scope(choice);
-    ServiceFileScope services;
     return start();
 }
 
@@ -59,7 +60,8 @@ PGconn* connect_string(const char* conninfo, PGconn* (*real)(const char*)) {
         if (conninfo == nullptr || StartScope::active()) return real(conninfo);
         const conninfo::Extraction ex = conninfo::extract_from_connection_string(conninfo);
         if (ex.status == conninfo::ExtractStatus::SyntaxError) return real(conninfo);
-        return start_with(resolve(ex.value, service_in_string(ex.rewritten.c_str())),
+        ServiceFileScope services;
+        return start_with(resolve(services, ex.value, service_in_string(ex.rewritten.c_str())),
                           [&] { return real(ex.rewritten.c_str()); });
     } catch (...) {
         return failed_connection("out of memory\n");
@@ -74,8 +76,10 @@ PGconn* connect_arrays(const char* const* keywords, const char* const* values, i
         const conninfo::ArraysExtraction ex =
             conninfo::extract_from_keyword_arrays(keywords, values, expand_dbname != 0);
         if (ex.status == conninfo::ExtractStatus::SyntaxError) return real(keywords, values, expand_dbname);
+        ServiceFileScope services;
         return start_with(
-            resolve(ex.value, service_in_arrays(ex.arrays.keywords(), ex.arrays.values(), expand_dbname != 0)),
+            resolve(services, ex.value,
+                    service_in_arrays(ex.arrays.keywords(), ex.arrays.values(), expand_dbname != 0)),
             [&] { return real(ex.arrays.keywords(), ex.arrays.values(), expand_dbname); });
     } catch (...) {
         return failed_connection("out of memory\n");
@@ -130,7 +134,8 @@ __attribute__((visibility("default"))) PGconn* PQsetdbLogin(const char* pghost, 
                 service = service_in_string(db);
             }
         }
-        return start_with(resolve(value, service),
+        ServiceFileScope services;
+        return start_with(resolve(services, value, service),
                           [&] { return real(pghost, pgport, pgoptions, pgtty, db, login, pwd); });
     } catch (...) {
         return failed_connection("out of memory\n");
@@ -179,32 +184,34 @@ __attribute__((visibility("default"))) PQconninfoOption* PQconninfoParse(const c
 // WITH_RSOCKET (libpq's defaults include the service file and environment).
 __attribute__((visibility("default"))) PQconninfoOption* PQconndefaults(void) {
     const auto real = libpq().PQconndefaults;
+    PQconninfoOption* options = nullptr;
     try {
-        PQconninfoOption* options = nullptr;
-        {
-            ServiceFileScope services;
-            options = real();
-        }
-        if (options == nullptr) return options;
+        ServiceFileScope services;
         pg_rdma::conninfo::PolicyInputs inputs;
-        inputs.service = service_section_value(std::nullopt);
+        inputs.service = services.section_value(std::nullopt);
         inputs.environment = pg_rdma::conninfo::environment_value();
-        return with_rsocket_option(options, pg_rdma::conninfo::resolve_policy(inputs).value);
+        const auto value = pg_rdma::conninfo::resolve_policy(inputs).value;
+        options = real();
+        return with_rsocket_option(options, value);
     } catch (...) {
-        return real();
+        return options != nullptr ? options : real();
     }
 }
 
-// The value that decided this connection's policy, wherever it was written,
-// so that pg_basebackup -R keeps with_rsocket in primary_conninfo and psql's
-// \connect keeps it for the next connection.
+// For a connection that asked for RDMA, the value that decided, wherever it
+// was written (WITH_RSOCKET included, as Postgres Pro documents for
+// pg_basebackup -R), so that pg_basebackup -R keeps with_rsocket in
+// primary_conninfo and psql's \connect keeps it for the next connection.
+// A false value is not reported: it means plain libpq, which a
+// primary_conninfo read by a server without pg_rdma must stay.
 __attribute__((visibility("default"))) PQconninfoOption* PQconninfo(PGconn* conn) {
     const auto real = libpq().PQconninfo;
+    PQconninfoOption* options = nullptr;
     try {
-        PQconninfoOption* options = real(conn);
+        options = real(conn);
         return conn != nullptr ? with_rsocket_option(options, value_of(conn)) : options;
     } catch (...) {
-        return real(conn);
+        return options;
     }
 }
 

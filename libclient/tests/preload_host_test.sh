@@ -3,7 +3,7 @@
 # unchanged byte for byte when with_rsocket is absent or false, invalid
 # values fail in libpq's wording before any connection, and the rest of the
 # connection string is still libpq's to judge.
-# Usage: preload_host_test.sh LIBPQ_RDMA_SO PQ_FORMS
+# Usage: preload_host_test.sh LIBPQ_RDMA_SO PQ_FORMS CONNINFO_PROBE
 set -euo pipefail
 so=$1 forms=$2
 work=$(mktemp -d)
@@ -111,6 +111,11 @@ for s in mine theirs; do
         fail "service $s connected"
     grep -q "with_rsocket=require: RDMA" "$work/ours.err" || fail "service $s (home / system file): $(cat "$work/ours.err")"
 done
+# A file without a final newline: the last line reaches libpq whole.
+printf '[tail]\nwith_rsocket=require\nhost=%s' "$sock" >"$work/tail.conf"
+PGSERVICEFILE="$work/tail.conf" LD_PRELOAD=$so "$forms" connectdb "service=tail" >/dev/null 2>"$work/ours.err" &&
+    fail "service tail connected"
+grep -q "$sock/.s.PGSQL.5432" "$work/ours.err" || fail "the last line of a file without a final newline was cut: $(cat "$work/ours.err")"
 echo "ok: pg_service.conf sections give with_rsocket by libpq's rules (PGSERVICEFILE, PGSERVICE, ~, PGSYSCONFDIR); the connection's own value wins; libpq judges the rest"
 
 # --- PQconninfoParse, PQconndefaults, PQconninfo know the keyword ----------
@@ -121,7 +126,8 @@ out=$(LD_PRELOAD=$so "$probe" parse "postgresql://h/d?with_rsocket=require&sslmo
 echo "$out" | grep -qx "with_rsocket=require" || fail "PQconninfoParse (URI) lost the value: $out"
 out=$(LD_PRELOAD=$so "$probe" parse "host=h") || fail "parse: $out"
 echo "$out" | grep -qx "with_rsocket=(null)" || fail "PQconninfoParse does not list the keyword: $out"
-[ "$("$probe" parse "host=h sslmode=prefer" | grep -v with_rsocket)" = "$(LD_PRELOAD=$so "$probe" parse "host=h sslmode=prefer" | grep -v with_rsocket)" ] ||
+plain_parse=$("$probe" parse "host=h sslmode=prefer") && grep -qx "sslmode=prefer" <<<"$plain_parse" || fail "probe: $plain_parse"
+[ "$plain_parse" = "$(LD_PRELOAD=$so "$probe" parse "host=h sslmode=prefer" | grep -v with_rsocket)" ] ||
     fail "PQconninfoParse's other options changed"
 LD_PRELOAD=$so "$probe" parse "host=h bogus=1" 2>"$work/ours.err" && fail "parse accepted bogus"
 "$probe" parse "host=h bogus=1" 2>"$work/plain.err" || true
@@ -137,4 +143,8 @@ out=$(WITH_RSOCKET=true LD_PRELOAD=$so "$probe" conninfo "$closed" 2>/dev/null) 
 echo "$out" | grep -qx "with_rsocket=true" || fail "PQconninfo lost WITH_RSOCKET's value: $out"
 out=$(LD_PRELOAD=$so "$probe" conninfo "$closed" 2>/dev/null) || fail "conninfo absent: $out"
 echo "$out" | grep -qx "with_rsocket=(null)" || fail "PQconninfo with nothing set: $out"
+# false is plain libpq: not echoed (a primary_conninfo must stay readable by
+# a server without pg_rdma).
+out=$(WITH_RSOCKET=true LD_PRELOAD=$so "$probe" conninfo "$closed with_rsocket=false" 2>/dev/null) || fail "conninfo false: $out"
+echo "$out" | grep -qx "with_rsocket=(null)" || fail "PQconninfo echoed false: $out"
 echo "ok: PQconninfoParse, PQconndefaults and PQconninfo list with_rsocket with the value that counts"
