@@ -18,6 +18,7 @@ constexpr int kBytesPerKiB = 1024;
 
 /* ---- GUC variables (boot values from transport::Settings) ---- */
 char* rdma_listen_addresses = nullptr;  // comma list, "" = off
+char* client_library = nullptr;          // libpq_rdma.so for server processes' own libpq connections
 int rx_buffer_size_kb = static_cast<int>(kDefaults.rx_buffer_size / kBytesPerKiB);        // kB
 int keepalive_interval_ms = static_cast<int>(kDefaults.keepalive_interval.count());       // ms
 int keepalive_timeout_ms = static_cast<int>(kDefaults.keepalive_timeout.count());         // ms
@@ -61,6 +62,17 @@ void define_settings_gucs() {
                                "",
                                PGC_POSTMASTER,
                                GUC_LIST_INPUT,
+                               nullptr,
+                               nullptr,
+                               nullptr);
+    DefineCustomStringVariable("pg_rdma.client_library",
+                               "The client library that gives this server's own libpq connections with_rsocket.",
+                               "Walreceivers, logical replication workers, postgres_fdw and dblink load it "
+                               "when they first connect. Empty: those connections are plain libpq.",
+                               &client_library,
+                               PG_RDMA_CLIENT_LIBRARY,
+                               PGC_POSTMASTER,
+                               0,
                                nullptr,
                                nullptr,
                                nullptr);
@@ -115,6 +127,8 @@ transport::Settings settings_from_gucs() {
 }
 
 std::string_view settings_gucs_problem() { return transport::settings_problem(settings_from_gucs()); }
+
+const char* client_library_guc() { return client_library != nullptr ? client_library : ""; }
 
 const char* rdma_listen_addresses_guc() { return rdma_listen_addresses != nullptr ? rdma_listen_addresses : ""; }
 

@@ -72,6 +72,8 @@ pg_cluster_init() {
         echo "# ---- added by regress/pg/cluster.sh (later lines win)"
         echo "include 'postgresql.pg_rdma.conf'"
         echo "pg_rdma.listen_addresses = '$PG_CLUSTER_HOST'"
+        # The built client library, for the server's own libpq connections.
+        echo "pg_rdma.client_library = '$build/libclient/preload/libpq_rdma.so'"
         echo "listen_addresses = ''"
         echo "port = $PG_CLUSTER_PORT"
         echo "unix_socket_directories = '$work'"

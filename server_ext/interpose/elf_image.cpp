@@ -3,6 +3,7 @@
 #include <elf.h>
 
 #include <cstdint>
+#include <cstring>
 
 namespace pg_rdma::interpose {
 
@@ -44,6 +45,25 @@ int take_first(dl_phdr_info* info, std::size_t, void* data) {
     first->phnum = info->dlpi_phnum;
     return 1;  // the main program comes first: stop
 }
+
+struct NamedObject {
+    const char* suffix;
+    FirstObject found;
+};
+
+int take_named(dl_phdr_info* info, std::size_t, void* data) {
+    auto* wanted = static_cast<NamedObject*>(data);
+    const char* name = info->dlpi_name;
+    if (name == nullptr) return 0;
+    const std::size_t n = std::strlen(name), k = std::strlen(wanted->suffix);
+    if (n < k || std::strcmp(name + n - k, wanted->suffix) != 0) return 0;
+    wanted->found.base = info->dlpi_addr;
+    wanted->found.phdr = info->dlpi_phdr;
+    wanted->found.phnum = info->dlpi_phnum;
+    return 1;
+}
+
+bool read_dynamic(const FirstObject& object, const char* what, ElfImage& image, std::string& error);
 
 }  // namespace
 
@@ -96,17 +116,61 @@ bool find_executable_image(ElfImage& image, std::string& error) {
         error = "dl_iterate_phdr reported no objects";
         return false;
     }
+    return read_dynamic(first, "the executable", image, error);
+}
+
+bool find_library_image(const char* path_suffix, ElfImage& image, std::string& error) {
+    if (!kSupported) {
+        error = "GOT patching is implemented for x86_64 only (relocation types of this architecture are unknown)";
+        return false;
+    }
+    NamedObject named{path_suffix, {}};
+    dl_iterate_phdr(take_named, &named);
+    if (named.found.phdr == nullptr) {
+        error = std::string("no loaded object's path ends with ") + path_suffix;
+        return false;
+    }
+    return read_dynamic(named.found, path_suffix, image, error);
+}
+
+namespace {
+
+int collect_libraries(dl_phdr_info* info, std::size_t, void* data) {
+    auto* all = static_cast<std::vector<FirstObject>*>(data);
+    if (info->dlpi_name != nullptr && info->dlpi_name[0] != '\0')
+        all->push_back(FirstObject{info->dlpi_addr, info->dlpi_phdr, info->dlpi_phnum});
+    return 0;
+}
+
+}  // namespace
+
+std::vector<ElfImage> loaded_library_images() {
+    std::vector<ElfImage> images;
+    if (!kSupported) return images;
+    std::vector<FirstObject> all;
+    dl_iterate_phdr(collect_libraries, &all);
+    std::string ignored;
+    for (const FirstObject& object : all) {
+        ElfImage image;
+        if (read_dynamic(object, "a library", image, ignored)) images.push_back(image);
+    }
+    return images;
+}
+
+namespace {
+
+bool read_dynamic(const FirstObject& object, const char* what, ElfImage& image, std::string& error) {
     image = ElfImage{};
-    image.base = first.base;
-    image.phdr = first.phdr;
-    image.phnum = first.phnum;
+    image.base = object.base;
+    image.phdr = object.phdr;
+    image.phnum = object.phnum;
 
     const ElfW(Dyn)* dynamic = nullptr;
     for (std::size_t i = 0; i < image.phnum; ++i)
         if (image.phdr[i].p_type == PT_DYNAMIC)
             dynamic = reinterpret_cast<const ElfW(Dyn)*>(image.base + image.phdr[i].p_vaddr);
     if (dynamic == nullptr) {
-        error = "the executable has no dynamic section (statically linked)";
+        error = std::string(what) + " has no dynamic section (statically linked)";
         return false;
     }
 
@@ -129,17 +193,17 @@ bool find_executable_image(ElfImage& image, std::string& error) {
         case DT_RELASZ: relasz = d->d_un.d_val; break;
         case DT_RELAENT: relaent = d->d_un.d_val; break;
         case DT_REL:
-            error = "the executable has REL relocations; only RELA is supported";
+            error = std::string(what) + " has REL relocations; only RELA is supported";
             return false;
         default: break;
         }
     }
     if (pltrel != DT_RELA || relaent != sizeof(ElfW(Rela)) || syment != sizeof(ElfW(Sym))) {
-        error = "the executable's relocation or symbol entries are not RELA/ElfW(Sym) sized";
+        error = std::string(what) + ": relocation or symbol entries are not RELA/ElfW(Sym) sized";
         return false;
     }
     if (symtab == 0 || strtab == 0) {
-        error = "the executable's dynamic section has no DT_SYMTAB or DT_STRTAB";
+        error = std::string(what) + ": the dynamic section has no DT_SYMTAB or DT_STRTAB";
         return false;
     }
     image.symtab = reinterpret_cast<const ElfW(Sym)*>(symtab);
@@ -155,6 +219,8 @@ bool find_executable_image(ElfImage& image, std::string& error) {
         image.rela_count -= image.jmprel_count;
     return true;
 }
+
+}  // namespace
 
 bool import_slot_of(const ElfImage& image, const ElfW(Rela)& rel, ImportSlot& out) noexcept {
     const std::uint32_t type = rel_type(rel.r_info);

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace pg_rdma::interpose {
 
@@ -53,6 +54,14 @@ bool architecture_supported() noexcept;
 // no dynamic section, uses REL instead of RELA, or the architecture is not
 // supported. `error` is only assigned on failure (it may throw bad_alloc).
 bool find_executable_image(ElfImage& image, std::string& error);
+
+// The same for a loaded shared library, found by the end of its path
+// ("/libpq.so.5"): false with a sentence when it is not loaded or unusable.
+bool find_library_image(const char* path_suffix, ElfImage& image, std::string& error);
+
+// Every loaded shared library with a usable dynamic section (the executable
+// and the vDSO excluded), in load order.
+std::vector<ElfImage> loaded_library_images();
 
 // The address range [low, high) the image's PT_LOAD segments occupy, and
 // whether an address falls inside it.

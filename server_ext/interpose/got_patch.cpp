@@ -105,11 +105,17 @@ std::string check_list(std::span<const Patch> patches) {
     return {};
 }
 
-PatchResult patch_all(std::span<const Patch> patches) {
+// `library`: null for the executable (its slots are recorded, so restore
+// puts them back), else the path suffix of a loaded library (not recorded:
+// its patch lasts as long as the process).
+PatchResult patch_all(std::span<const Patch> patches, const char* library) {
     if (std::string error = check_list(patches); !error.empty()) return failed(std::move(error));
     ElfImage image;
     std::string error;
-    if (!find_executable_image(image, error)) return failed(std::move(error));
+    const bool found = library == nullptr ? find_executable_image(image, error)
+                                          : find_library_image(library, image, error);
+    if (!found) return failed(std::move(error));
+    const bool record = library == nullptr;
 
     // Plan every write before changing anything.
     std::vector<SymbolState> states(patches.size());
@@ -138,13 +144,13 @@ PatchResult patch_all(std::span<const Patch> patches) {
         if (known == nullptr) ++new_slots;
     });
 
-    list_symbols(error, "not imported by the executable", patches, states,
+    list_symbols(error, record ? "not imported by the executable" : "not imported by the library", patches, states,
                  [](const SymbolState& s) { return !s.found; });
     list_symbols(error, "not bound yet (lazy binding: link with -z now or set LD_BIND_NOW=1)", patches, states,
                  [](const SymbolState& s) { return s.unbound; });
     list_symbols(error, "bound to different functions in different slots", patches, states,
                  [](const SymbolState& s) { return s.inconsistent; });
-    if (too_many || g_patched_count + new_slots > kMaxSlots)
+    if (too_many || (record && g_patched_count + new_slots > kMaxSlots))
         error += std::string(error.empty() ? "" : "; ") + "more than " + std::to_string(kMaxSlots) +
                  " GOT slots would be patched";
     WritableWindow window(image);
@@ -157,7 +163,7 @@ PatchResult patch_all(std::span<const Patch> patches) {
     const std::size_t patched_before = g_patched_count;
     for (std::size_t k = 0; k < planned_count; ++k) {
         const PlannedSlot& p = planned[k];
-        if (!p.known) g_patched[g_patched_count++] = PatchedSlot{p.slot, p.real};
+        if (!p.known && record) g_patched[g_patched_count++] = PatchedSlot{p.slot, p.real};
         store_slot(p.slot, patches[p.patch].replacement);
     }
     if (!window.close()) {
@@ -195,9 +201,54 @@ PatchResult restore_all() {
 
 }  // namespace
 
+PatchResult patch_library_got(const char* path_suffix, std::span<const Patch> patches) noexcept {
+    try {
+        if (path_suffix == nullptr) return failed_without_memory("no library named");
+        return patch_all(patches, path_suffix);
+    } catch (const std::bad_alloc&) {
+        return failed_without_memory("out of memory");
+    } catch (...) {
+        return failed_without_memory("internal error");
+    }
+}
+
+int patch_imports_everywhere(const char* symbol, void* replacement, std::string& error) noexcept {
+    try {
+        int changed = 0;
+        for (const ElfImage& image : loaded_library_images()) {
+            void** slots[8];
+            std::size_t count = 0;
+            for_each_import_slot(image, [&](const ImportSlot& s) {
+                if (count < std::size(slots) && std::strcmp(s.symbol, symbol) == 0 && load_slot(s.slot) != replacement)
+                    slots[count++] = s.slot;
+            });
+            if (count == 0) continue;
+            WritableWindow window(image);
+            for (std::size_t i = 0; i < count; ++i)
+                if (!window.add(slots[i])) {
+                    error = "the slots span too many pages";
+                    return -1;
+                }
+            if (!window.open()) {
+                error = window.error();
+                return -1;
+            }
+            for (std::size_t i = 0; i < count; ++i) store_slot(slots[i], replacement);
+            changed += static_cast<int>(count);
+            if (!window.close()) {
+                error = std::string("patched, but ") + window.error();
+                return -1;
+            }
+        }
+        return changed;
+    } catch (...) {
+        return -1;
+    }
+}
+
 PatchResult patch_executable_got(std::span<const Patch> patches) noexcept {
     try {
-        return patch_all(patches);
+        return patch_all(patches, nullptr);
     } catch (const std::bad_alloc&) {
         return failed_without_memory("out of memory");
     } catch (...) {

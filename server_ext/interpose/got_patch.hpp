@@ -49,6 +49,20 @@ struct PatchResult {
 // running the same patch list twice is harmless.
 PatchResult patch_executable_got(std::span<const Patch> patches) noexcept;
 
+// The same for a loaded shared library, named by the end of its path
+// ("/libpq.so.5"): the calls that library makes are redirected. Meant for a
+// library loaded after fork (libpq in a walreceiver), patched once in the
+// process that uses it; not undone by restore_executable_got().
+PatchResult patch_library_got(const char* path_suffix, std::span<const Patch> patches) noexcept;
+
+// Points the slots of `symbol` in every loaded library that imports it at
+// `replacement` (slots already there are left alone): for a function the
+// executable defines and extensions call, whose callers are loaded at
+// different times. Call it again after more libraries are loaded. Not undone
+// by restore_executable_got(); returns how many slots it changed, or -1
+// (with `error`) when a page could not be made writable.
+int patch_imports_everywhere(const char* symbol, void* replacement, std::string& error) noexcept;
+
 // Puts back the real function in every slot patched so far (for tests, and
 // for an extension that gives up). Nothing patched: ok, no-op.
 PatchResult restore_executable_got() noexcept;

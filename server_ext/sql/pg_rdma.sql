@@ -14,8 +14,12 @@ SELECT count(*) FROM pg_stat_rdma;
 -- The parameters, their units, defaults and contexts.
 SELECT name, setting, unit, boot_val, min_val, max_val, context
 FROM pg_settings
-WHERE name LIKE 'pg_rdma.%'
+WHERE name LIKE 'pg_rdma.%' AND name <> 'pg_rdma.client_library'
 ORDER BY name;
+-- The client library's default is where this build installs it.
+SELECT setting LIKE '/%/libpq_rdma.so' AS installed_path, setting = boot_val AS is_default, context
+FROM pg_settings
+WHERE name = 'pg_rdma.client_library';
 SHOW pg_rdma.listen_addresses;
 SHOW pg_rdma.rx_buffer_size;
 SHOW pg_rdma.keepalive_interval;
