@@ -11,6 +11,7 @@
 // with no C++ object alive on the stack; C++ code below catches its own
 // exceptions and reports by value.
 #include "server_ext/listen_setup.hpp"
+#include "server_ext/libpq_side/client_library.hpp"
 #include "server_ext/session/install.hpp"
 #include "server_ext/settings_gucs.hpp"
 #include "server_ext/stat_slots.hpp"
@@ -51,4 +52,5 @@ void _PG_init(void) {
     pg_rdma::server::add_rdma_listen_addresses();
     pg_rdma::server::install_stat_slot_hooks();
     pg_rdma::server::install_session_hooks();
+    pg_rdma::server::warn_if_libpq_loaded_first();
 }

@@ -3,6 +3,7 @@
 #include <elf.h>
 
 #include <cstdint>
+#include <cstddef>
 #include <cstring>
 
 namespace pg_rdma::interpose {
@@ -137,12 +138,28 @@ namespace {
 
 int collect_libraries(dl_phdr_info* info, std::size_t, void* data) {
     auto* all = static_cast<std::vector<FirstObject>*>(data);
-    if (info->dlpi_name != nullptr && info->dlpi_name[0] != '\0')
+    const char* name = info->dlpi_name;
+    // The executable has no name here; the vDSO is not a library anyone patches.
+    if (name != nullptr && name[0] != '\0' && std::strncmp(name, "linux-vdso", 10) != 0 &&
+        std::strncmp(name, "linux-gate", 10) != 0)
         all->push_back(FirstObject{info->dlpi_addr, info->dlpi_phdr, info->dlpi_phnum});
     return 0;
 }
 
+int read_generation(dl_phdr_info* info, std::size_t size, void* data) {
+    auto* generation = static_cast<unsigned long long*>(data);
+    if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs)
+        *generation = info->dlpi_adds + info->dlpi_subs;
+    return 1;
+}
+
 }  // namespace
+
+unsigned long long loaded_objects_generation() noexcept {
+    unsigned long long generation = 0;
+    dl_iterate_phdr(read_generation, &generation);
+    return generation;
+}
 
 std::vector<ElfImage> loaded_library_images() {
     std::vector<ElfImage> images;

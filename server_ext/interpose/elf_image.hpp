@@ -63,6 +63,11 @@ bool find_library_image(const char* path_suffix, ElfImage& image, std::string& e
 // and the vDSO excluded), in load order.
 std::vector<ElfImage> loaded_library_images();
 
+// Changes whenever a library is loaded or unloaded (glibc's dlpi_adds and
+// dlpi_subs), so a caller can skip a scan when nothing changed; 0 when the
+// loader does not report it.
+unsigned long long loaded_objects_generation() noexcept;
+
 // The address range [low, high) the image's PT_LOAD segments occupy, and
 // whether an address falls inside it.
 void mapped_range(const ElfImage& image, ElfW(Addr)& low, ElfW(Addr)& high) noexcept;

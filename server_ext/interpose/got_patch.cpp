@@ -132,7 +132,9 @@ PatchResult patch_all(std::span<const Patch> patches, const char* library) {
         void* const before = load_slot(s.slot);
         void* const real = known != nullptr ? known->real : before;
         SymbolState& state = states[i];
-        if (known == nullptr && image_contains(image, real)) state.unbound = true;
+        // A library's lazily bound slot may simply be overwritten: nothing
+        // is recorded to restore, and its PLT stub is not a function to keep.
+        if (record && known == nullptr && image_contains(image, real)) state.unbound = true;
         if (state.found && state.real != real) state.inconsistent = true;
         state.found = true;
         state.real = real;
@@ -216,12 +218,20 @@ int patch_imports_everywhere(const char* symbol, void* replacement, std::string&
     try {
         int changed = 0;
         for (const ElfImage& image : loaded_library_images()) {
-            void** slots[8];
+            void** slots[8];  // a function is imported through one slot, two with gold
             std::size_t count = 0;
+            bool too_many = false;
             for_each_import_slot(image, [&](const ImportSlot& s) {
-                if (count < std::size(slots) && std::strcmp(s.symbol, symbol) == 0 && load_slot(s.slot) != replacement)
+                if (std::strcmp(s.symbol, symbol) != 0 || load_slot(s.slot) == replacement) return;
+                if (count == std::size(slots))
+                    too_many = true;
+                else
                     slots[count++] = s.slot;
             });
+            if (too_many) {
+                error = std::string("a library imports ") + symbol + " through too many slots";
+                return -1;
+            }
             if (count == 0) continue;
             WritableWindow window(image);
             for (std::size_t i = 0; i < count; ++i)

@@ -24,10 +24,16 @@
 
 namespace pg_rdma::server {
 
-// libpq_rdma.so's function `name`, once it is loaded and installed in this
-// process (loading it on the first call); nullptr when it cannot be, which
-// is logged once per process as a WARNING naming the reason: the caller
-// then uses libpq's own function.
+enum class State { NotTried, Ready, Unusable };
+
+// Loads and installs the client library in this process on the first call
+// made under the postmaster (a failure is logged once, naming the reason;
+// an empty pg_rdma.client_library is off, silently). NotTried in the
+// postmaster itself, which decides nothing for its children.
+State client_state() noexcept;
+
+// libpq_rdma.so's function `name` when the state is Ready, else nullptr
+// (the caller then uses libpq's own function).
 void* client_function(const char* name) noexcept;
 
 // PostgreSQL 15.14+ lets server-side libpq users (dblink, postgres_fdw,
@@ -38,6 +44,11 @@ void* client_function(const char* name) noexcept;
 // no file, no environment, no credentials). Called before each connection
 // or option check, since those libraries load when first used.
 void allow_with_rsocket_in_proxy_checks() noexcept;
+
+// In _PG_init: a WARNING when libpq.so.5 is already loaded (a library
+// preloaded before pg_rdma links it), because its definitions then come
+// first in the global scope and the trampolines are never reached.
+void warn_if_libpq_loaded_first() noexcept;
 
 // libpq.so.5's own definition of `name` (not our trampoline); nullptr when
 // libpq is not loaded.

@@ -1,27 +1,37 @@
 // The libpq entry points pg_rdma.so exports for server processes (see
 // client_library.hpp): each forwards to libpq_rdma.so's wrapper of the same
 // name, or to libpq's own function when the client library is unusable.
-// Resolved once per process and name; a fork inherits the answers, which
-// stay right in the child (same libraries, same addresses).
+// Resolved once per process and name, after the process has decided
+// (client_state); never cached in the postmaster, so its children decide
+// for themselves.
 #include <libpq-fe.h>
+
+#include <atomic>
 
 #include "server_ext/libpq_side/client_library.hpp"
 
 namespace {
 
+// No function-local static with a guard: resolving may log, and a log call
+// that longjmps out of a guarded initialisation would leave it pending.
 template <typename F>
-F resolve(const char* name) noexcept {
-    if (void* f = pg_rdma::server::client_function(name)) return reinterpret_cast<F>(f);
-    return reinterpret_cast<F>(pg_rdma::server::libpq_function(name));
+F resolve(std::atomic<F>& cache, const char* name) noexcept {
+    if (F cached = cache.load(std::memory_order_acquire)) return cached;
+    const pg_rdma::server::State state = pg_rdma::server::client_state();
+    F f = nullptr;
+    if (void* ours = pg_rdma::server::client_function(name)) f = reinterpret_cast<F>(ours);
+    if (f == nullptr) f = reinterpret_cast<F>(pg_rdma::server::libpq_function(name));
+    if (state != pg_rdma::server::State::NotTried) cache.store(f, std::memory_order_release);
+    return f;
 }
 
 }  // namespace
 
-// A trampoline per name: the function-local static is resolved on first use.
+// A trampoline per name.
 #define PG_RDMA_FORWARD(ret, name, params, args)                                \
     extern "C" __attribute__((visibility("default"))) ret name params {        \
-        static const auto target = resolve<ret(*) params>(#name);               \
-        return target args;                                                     \
+        static constinit std::atomic<ret(*) params> cache{nullptr};             \
+        return resolve(cache, #name) args;                                      \
     }
 
 // The same for a call that starts a connection or hands out options a
@@ -29,7 +39,8 @@ F resolve(const char* name) noexcept {
 // check taught with_rsocket first.
 #define PG_RDMA_FORWARD_CHECKED(ret, name, params, args)                        \
     extern "C" __attribute__((visibility("default"))) ret name params {        \
-        static const auto target = resolve<ret(*) params>(#name);               \
+        static constinit std::atomic<ret(*) params> cache{nullptr};             \
+        const auto target = resolve(cache, #name);                              \
         pg_rdma::server::allow_with_rsocket_in_proxy_checks();                  \
         return target args;                                                     \
     }

@@ -16,6 +16,7 @@ namespace pg_rdma::server {
 namespace {
 
 constexpr std::size_t kErrorSize = 512;  // bytes of the reason in the WARNING
+bool g_installed = false;  // set in the postmaster, inherited by every child
 
 // Patches; on failure copies the reason into `error`. No PostgreSQL error.
 bool patch(char (&error)[kErrorSize]) noexcept {
@@ -36,10 +37,13 @@ bool patch(char (&error)[kErrorSize]) noexcept {
         return false;
     }
     real = found;
+    g_installed = true;
     return true;
 }
 
 }  // namespace
+
+bool session_hooks_installed() noexcept { return g_installed; }
 
 void install_session_hooks() {
     const char* list = rdma_listen_addresses_guc();

@@ -10,4 +10,8 @@ namespace pg_rdma::server {
 // server then serves those addresses over TCP only. Never stops the server.
 void install_session_hooks();
 
+// True once install_session_hooks() has patched the executable's slots
+// (the hooks then pass every call that is not the session's to real_calls()).
+bool session_hooks_installed() noexcept;
+
 }  // namespace pg_rdma::server
