@@ -116,6 +116,23 @@ replayed() { [ "$(psql_standby -c "select count(*) from rep" 2>/dev/null)" = "$1
 wait_for 60 replayed 1000 || fail "the standby did not replay the rows: $(psql_standby -c 'select count(*) from rep' 2>&1)"
 echo "ok: streaming replication over RDMA with conf/standby.pg_rdma.conf (walsender on rdma, streaming, rows on the standby)"
 
+# Several hosts and target_session_attrs (a client program, libpq_rdma.so
+# preloaded): every host is tried with the same policy, so require reaches
+# the right server over RDMA whichever host comes first.
+pg_cluster_use "$primary"
+both_hosts="host=$IP,$IP port=54431,54430 user=postgres dbname=postgres with_rsocket=require"
+for case in "read-write:false" "standby:true"; do
+    attrs=${case%:*} want=${case##*:}
+    got=$(pg_cluster_client env LD_PRELOAD="$so" "$PG_CLUSTER_BIN/psql" -X -At \
+        -d "$both_hosts target_session_attrs=$attrs" \
+        -c "select pg_is_in_recovery() || ' ' || (select transport from pg_stat_rdma where pid = pg_backend_pid())") ||
+        fail "target_session_attrs=$attrs: $got"
+    [ "$got" = "$want rdma" ] || fail "target_session_attrs=$attrs: '$got', want '$want rdma'"
+done
+grep -q "pg_rdma: connection upgraded" "$(pg_cluster_use "$standby"; pg_cluster_log)" ||
+    fail "read-write: the standby (tried first) was not reached over RDMA"
+echo "ok: two hosts with target_session_attrs (read-write, standby): each host tried over RDMA, the right one kept"
+
 # The primary restarts mid-stream: the walreceiver reconnects over RDMA by itself.
 pg_cluster_use "$primary"
 pg_cluster_restart

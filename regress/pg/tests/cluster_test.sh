@@ -4,8 +4,9 @@
 # it listens on the rxe address only because pg_rdma added it, plain psql
 # reaches it over TCP with scram-sha-256 (and TLS), log_connections shows the
 # real peer, the extension and pg_stat_rdma work, the samples' commented
-# defaults are the server's, and it shuts down cleanly. No RDMA session yet:
-# this checks the harness and the TCP side every RDMA test builds on.
+# defaults are the server's, the systemd drop-in's memlock limit is what RDMA
+# sessions need (below it they stay on TCP, the log naming the limit), and it
+# shuts down cleanly: the harness and the TCP side every RDMA test builds on.
 # Usage: cluster_test.sh BUILD_DIR   (suite 'rdma': runs in the guest, as root)
 set -euo pipefail
 build=$(readlink -f "$1")
@@ -88,6 +89,32 @@ grep -q 'connection authorized: user=app database=postgres.* SSL enabled' "$log"
 grep -q "disconnection: session time: .* user=app database=postgres host=$RXE_IP" "$log" ||
     fail "log_disconnections: no line for app from $RXE_IP"
 ok "log_connections/log_disconnections name the TCP peer $RXE_IP"
+
+# Memory locking: with the postmaster's RLIMIT_MEMLOCK below what one RDMA
+# session pins, with_rsocket=true stays on TCP with one warning and require
+# fails, the server's log naming the limit; with the LimitMEMLOCK of
+# conf/systemd's drop-in, the same sessions run over RDMA. The running
+# postmaster's limit is set (prlimit --pid): backends inherit it, and the
+# clients keep theirs (runuser's PAM session would reset a shell's limit).
+so=$build/libclient/preload/libpq_rdma.so
+rpsql() { PGUSER=app pg_cluster_client env LD_PRELOAD="$so" psql -X -At -d "dbname=postgres $1" -c 'select 1'; }
+upgraded() { grep -c 'pg_rdma: connection upgraded' "$log" || true; }
+postmaster=$(head -1 "$PG_CLUSTER_DATA/postmaster.pid")
+prlimit --pid "$postmaster" --memlock=262144:262144
+before=$(upgraded)
+out=$(rpsql "with_rsocket=true" 2>&1) || fail "with_rsocket=true under a low memlock limit: $out"
+grep -q "WARNING:  with_rsocket: RDMA is not possible" <<<"$out" || fail "true under a low memlock limit: $out"
+out=$(rpsql "with_rsocket=require" 2>&1) && fail "with_rsocket=require connected under a low memlock limit"
+grep -q "with_rsocket=require: RDMA is not possible" <<<"$out" || fail "require under a low memlock limit: $out"
+grep -q "RLIMIT_MEMLOCK is 256 KiB" "$log" || fail "the server's log does not name the memlock limit"
+[ "$(upgraded)" = "$before" ] || fail "a session was upgraded under a 256 KiB memlock limit"
+drop_in=$PG_RDMA_ROOT/conf/systemd/postgresql@.service.d/pg_rdma.conf
+limit=$(sed -n 's/^LimitMEMLOCK=//p' "$drop_in")
+[ "$limit" = infinity ] || fail "conf/systemd's drop-in sets LimitMEMLOCK=$limit"
+prlimit --pid "$postmaster" --memlock=unlimited:unlimited  # systemd's "infinity"
+out=$(rpsql "with_rsocket=require" 2>&1) || fail "require with the drop-in's memlock limit: $out"
+[ "$(upgraded)" -gt "$before" ] || fail "no session was upgraded with the drop-in's memlock limit"
+ok "memlock: below a session's need true stays on TCP and require fails (the log names the limit); the drop-in's LimitMEMLOCK=infinity gives RDMA"
 
 pg_cluster_stop || fail "the server did not stop cleanly"
 grep -q 'database system is shut down' "$log" || fail "no clean shutdown in the log"
