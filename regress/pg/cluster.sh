@@ -124,6 +124,15 @@ pg_cluster_stop() {
 
 pg_cluster_restart() { pg_cluster_stop && pg_cluster_start; }
 
+# wait_for SECONDS CMD...: runs CMD until it succeeds, for SECONDS of wall
+# time (not a count of tries: the emulated guest's speed varies); the last
+# try's status is the result.
+wait_for() {
+    local until=$((SECONDS + $1)); shift
+    while [ "$SECONDS" -lt "$until" ]; do "$@" && return 0; sleep 0.1; done
+    "$@"
+}
+
 # pg_cluster_running: true while the postmaster runs.
 pg_cluster_running() { _pg_cluster_ctl status >/dev/null 2>&1; }
 

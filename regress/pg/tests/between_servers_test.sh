@@ -15,12 +15,6 @@ IP=${RXE_IP:?run in the Soft-RoCE guest}
 so=$build/libclient/preload/libpq_rdma.so
 conf=$PG_RDMA_ROOT/conf  # the samples this test uses as they are
 
-wait_for() {  # wait_for SECONDS CMD...: until CMD succeeds, SECONDS of wall time
-    local until=$((SECONDS + $1)); shift
-    while [ "$SECONDS" -lt "$until" ]; do "$@" && return 0; sleep 0.2; done
-    "$@"
-}
-
 # The primary, which is also the publisher and the remote end of dblink/fdw.
 PG_CLUSTER_PORT=54430
 pg_cluster_init "$(mktemp -d /tmp/pg_rdma-primary.XXXXXX)" "$build" \

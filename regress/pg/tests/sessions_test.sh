@@ -29,11 +29,6 @@ client() { PGUSER=${PGUSER:-app} pg_cluster_client "$pgrdma" "$@"; }
 rpsql() { local conninfo=$1; shift; client psql -X -At -v ON_ERROR_STOP=1 -d "dbname=postgres with_rsocket=require $conninfo" "$@"; }
 me="select transport from pg_stat_rdma where pid = pg_backend_pid()"
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-wait_for() {  # wait_for SECONDS CMD...: until CMD succeeds, SECONDS of wall time
-    local until=$((SECONDS + $1)); shift
-    while [ "$SECONDS" -lt "$until" ]; do "$@" && return 0; sleep 0.1; done
-    "$@"
-}
 postmaster_unchanged() {
     [ "$(pg_cluster_psql -c 'select pg_postmaster_start_time()')" = "$started" ] || fail "the postmaster restarted"
 }
