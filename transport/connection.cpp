@@ -14,8 +14,10 @@
 #include <cstdlib>
 #include <new>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "transport/fork_handover.hpp"
 #include "transport/stream.hpp"
 
 namespace pg_rdma::transport {
@@ -24,6 +26,10 @@ namespace {
 // How a destructor waits for a call another thread is inside.
 constexpr Millis kDestructorGraceMs{100};
 constexpr Millis kDestructorRetryMs{1};
+// How long the exit handler waits for relays to forked children: a child
+// that exited just before has its last bytes drained within the default
+// close_drain_timeout; a child still streaming loses its session.
+constexpr Millis kRelayExitWait = Settings{}.close_drain_timeout + Millis{1'000};
 
 // Connections this process owns, for the exit handler. Deliberately leaked:
 // it must outlive every static destructor that might run before atexit
@@ -33,22 +39,22 @@ constexpr Millis kDestructorRetryMs{1};
 struct Registry {
     std::mutex lock;
     std::vector<Connection*> live;
+    // Made by prepare_fork(), closed on one side by each process after it.
+    std::vector<ForkOffer> offers_in_fork;
 };
 
-void lock_for_fork();
-void unlock_after_fork();
+void prepare_fork();
+void parent_after_fork();
+void child_after_fork();
 
 Registry& registry() {
     static Registry* r = [] {
         auto* made = new Registry();
-        pthread_atfork(&lock_for_fork, &unlock_after_fork, &unlock_after_fork);
+        pthread_atfork(&prepare_fork, &parent_after_fork, &child_after_fork);
         return made;
     }();
     return *r;
 }
-
-void lock_for_fork() { registry().lock.lock(); }
-void unlock_after_fork() { registry().lock.unlock(); }
 
 // Returns false when the connection could not be recorded (no memory): the
 // caller then has no exit drain for it, which is worth failing setup over.
@@ -75,15 +81,54 @@ void unregister_connection(Connection* c) noexcept {
 // in a forked child before any of the child's code runs.
 std::atomic<pid_t> g_pid{0};
 
-void refresh_pid_after_fork() { g_pid.store(getpid(), std::memory_order_relaxed); }
+void refresh_pid() { g_pid.store(getpid(), std::memory_order_relaxed); }
 
 pid_t current_pid() noexcept {
-    static const bool registered = [] {
-        refresh_pid_after_fork();
-        return pthread_atfork(nullptr, nullptr, &refresh_pid_after_fork) == 0;
+    // Refreshed by child_after_fork(), registered with the registry.
+    static const bool ready = [] {
+        refresh_pid();
+        return true;
     }();
-    if (!registered) return getpid();  // no fork hook: ask the kernel each time
+    (void)ready;
     return g_pid.load(std::memory_order_relaxed);
+}
+
+// Before fork(): every connection no call is inside is offered to the
+// processes on both sides (connection.hpp, Fork), over a socket pair made
+// now. Its in_use_ stays held across the fork, so no call slips in between.
+// A connection that cannot get a pair stays the parent's.
+void prepare_fork() {
+    Registry& r = registry();
+    r.lock.lock();
+    r.offers_in_fork.clear();
+    for (Connection* c : r.live) {
+        ForkOffer offer;
+        if (ForkHandover::offer(*c, offer)) {
+            try {
+                r.offers_in_fork.push_back(offer);
+            } catch (...) {
+                ForkHandover::withdraw(offer);
+            }
+        }
+    }
+}
+
+void parent_after_fork() {
+    Registry& r = registry();
+    std::vector<ForkOffer> offers;
+    offers.swap(r.offers_in_fork);
+    for (ForkOffer& offer : offers) ForkHandover::keep_parent_end(offer);
+    r.lock.unlock();
+    if (!offers.empty()) ForkHandover::watch(std::move(offers));
+}
+
+void child_after_fork() {
+    refresh_pid();
+    ForkHandover::forget_relays_in_child();
+    Registry& r = registry();
+    for (ForkOffer& offer : r.offers_in_fork) ForkHandover::keep_child_end(offer);
+    r.offers_in_fork.clear();
+    r.lock.unlock();
 }
 
 // Both made when the library is loaded, before the program can have threads:
@@ -105,11 +150,21 @@ int errno_for_current_exception() noexcept {
 
 }  // namespace
 
-// One call's claim on the connection (see in_use_).
+// One call's claim on the connection (see in_use_). In the parent after a
+// fork, the first call also keeps the connection from the fork's offer.
 class Connection::Use {
 public:
-    explicit Use(Connection& c) noexcept : c_(c), held_(c.usable() && c.in_use_.try_lock()) {
-        if (!held_) errno = c.usable() ? EIO : EBADF;
+    explicit Use(Connection& c) noexcept : c_(c), held_(c.in_use_.try_lock()) {
+        if (!held_) {
+            errno = c.made_in_this_process() ? EIO : EBADF;
+            return;
+        }
+        // Checked under in_use_: a child's claim takes the stream under it.
+        if (!c.usable() || !c.keep_after_fork()) {
+            c.in_use_.unlock();
+            held_ = false;
+            errno = EBADF;
+        }
     }
     ~Use() {
         if (held_) c_.in_use_.unlock();
@@ -131,6 +186,9 @@ Connection::Connection(std::unique_ptr<Stream> stream) noexcept
 }
 
 Connection::~Connection() {
+    // First, so that neither the exit drain nor a fork's watcher can find
+    // it from here on (a watcher that already took the stream left null).
+    unregister_connection(this);
     if (current_pid() == owner_pid_) {
         // Wait, bounded, for a call another thread is inside (or the exit
         // drain holding it) to end. If it does not, leave the stream to the
@@ -160,13 +218,50 @@ Connection::~Connection() {
         // queue pair: destroying it through the shared verbs descriptor
         // would tear down the parent's. Leave it be.
         (void)stream_.release();
+        if (child_offer_fd_ >= 0) ::close(child_offer_fd_);  // refuses nothing: the parent keeps it
     }
-    unregister_connection(this);
 }
 
 bool Connection::usable() const noexcept { return stream_ != nullptr && current_pid() == owner_pid_; }
 
 bool Connection::made_in_this_process() const noexcept { return current_pid() == owner_pid_; }
+
+bool Connection::keep_after_fork() noexcept {
+    std::uint64_t state = fork_state_.load(std::memory_order_acquire);
+    while ((state & ForkHandover::kStateMask) == ForkHandover::kOffered)
+        if (fork_state_.compare_exchange_weak(state, (state & ~ForkHandover::kStateMask) | ForkHandover::kOwned,
+                                              std::memory_order_acq_rel))
+            return true;
+    return (state & ForkHandover::kStateMask) == ForkHandover::kOwned;
+}
+
+bool Connection::handed_to_child() const noexcept {
+    return made_in_this_process() &&
+           (fork_state_.load(std::memory_order_acquire) & ForkHandover::kStateMask) == ForkHandover::kHanded;
+}
+
+std::unique_ptr<Stream> Connection::give_to_child(Connection* c, std::uint64_t generation) noexcept {
+    Registry& r = registry();
+    const std::lock_guard guard(r.lock);
+    // Destroyed since the fork (the destructor unregisters first): refuse.
+    if (std::find(r.live.begin(), r.live.end(), c) == r.live.end()) return nullptr;
+    std::uint64_t expected = generation << ForkHandover::kGenerationShift | ForkHandover::kOffered;
+    if (!c->fork_state_.compare_exchange_strong(
+            expected, generation << ForkHandover::kGenerationShift | ForkHandover::kHanded, std::memory_order_acq_rel))
+        return nullptr;  // the parent used it first, or a later fork offered it again
+    // A call that began before the claim sees kHanded, fails and lets go.
+    const std::lock_guard use(c->in_use_);
+    return std::move(c->stream_);
+}
+
+int Connection::adopt_in_child() noexcept {
+    if (made_in_this_process()) return errno = EINVAL, -1;
+    const int fd = std::exchange(child_offer_fd_, -1);
+    if (fd < 0) return errno = EBADF, -1;
+    if (ForkHandover::claim(fd)) return fd;
+    ::close(fd);
+    return errno = EBADF, -1;
+}
 
 ssize_t Connection::read(void* buf, std::size_t len) noexcept {
     const Use use(*this);
@@ -206,6 +301,7 @@ int Connection::shutdown(int how) noexcept {
 }
 
 int Connection::close() noexcept {
+    if (handed_to_child()) return 0;  // the child's now; its relay closes the stream
     const Use use(*this);
     if (!use) return -1;
     int rc = 0;
@@ -289,8 +385,14 @@ void Connection::close_all_at_exit() noexcept {
             Registry& r = registry();
             const std::lock_guard guard(r.lock);
             claimed.reserve(r.live.size());
-            for (Connection* c : r.live)
-                if (c->usable() && c->in_use_.try_lock()) claimed.push_back(c);
+            for (Connection* c : r.live) {
+                if (!c->in_use_.try_lock()) continue;
+                // Kept from a fork's offer first: no child may take it now.
+                if (c->usable() && c->keep_after_fork())
+                    claimed.push_back(c);
+                else
+                    c->in_use_.unlock();
+            }
         }
         // Drain them all at once: queue every Close, then wait on all their
         // descriptors together until each is acknowledged or one deadline.
@@ -314,6 +416,9 @@ void Connection::close_all_at_exit() noexcept {
             c->stream_->end_close();
             c->in_use_.unlock();
         }
+        // The relays for children that took a connection finish the last
+        // bytes of a child that exited just before us.
+        ForkHandover::wait_for_relays(std::chrono::steady_clock::now() + kRelayExitWait);
     } catch (...) {
         // Out of memory at exit: the kernel still tears the queue pairs down.
     }

@@ -62,12 +62,27 @@
 // PostgreSQL's quickdie) fails with EIO instead of re-entering the data path.
 // Different connections may be used by different threads.
 //
-// Fork: verbs resources belong to the process that created the connection.
-// In a forked child every call fails with EBADF (fd() is -1), destroying the
-// inherited object leaves the parent's queue pair alone, and the child's exit
-// handler does not touch it. (A child made by fork() or posix_spawn; one made
-// by a raw clone() or _Fork(), which run no pthread_atfork handlers, is not
-// recognised as a child.)
+// Fork: verbs resources belong to the process that created the connection,
+// and a queue pair cannot follow fork() (the kernel refuses a child's verbs
+// calls on the inherited descriptor, and the pinned pages stay the
+// parent's). So after a fork, a connection that no call was inside is
+// offered to both processes, and the first to use it keeps it:
+//   - the parent keeps it by making any call on it (the usual case: a
+//     child that execs or never touches it);
+//   - the child takes it with adopt_in_child(), which returns a plain
+//     socket (AF_UNIX) carrying the same byte stream: a thread in the
+//     parent relays it over the queue pair (pg_basebackup -X stream opens
+//     its WAL connection and then streams in a forked child). The parent's
+//     calls then fail with EBADF, its close() succeeds and does nothing,
+//     and its exit waits (bounded by close_drain_timeout) for the relay to
+//     finish the child's last bytes. The stream lives as long as the
+//     parent does.
+// The offer goes to the processes of the latest fork only. Every call made
+// directly on the object in a child fails with EBADF (fd() is -1),
+// destroying the inherited object leaves the parent's queue pair alone, and
+// the child's exit handler does not touch it. (A child made by fork() or
+// posix_spawn; one made by a raw clone() or _Fork(), which run no
+// pthread_atfork handlers, is not recognised as a child.)
 //
 // Signal handlers: a call from a handler that interrupted another call on
 // the same connection fails (EIO, above); one that interrupted anything else
@@ -81,6 +96,7 @@
 
 #include <poll.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -143,6 +159,12 @@ public:
     // False in a process forked after the connection was made, where every
     // call fails with EBADF (a queue pair does not follow fork()).
     [[nodiscard]] bool made_in_this_process() const noexcept;
+    // In a forked child: takes the connection its parent offered at the
+    // fork (see Fork above) and returns a blocking, close-on-exec AF_UNIX
+    // stream socket carrying the session from here on. -1 with EBADF when
+    // there is no offer, or the parent used the connection first, or
+    // another child took it; EINVAL in the process that made it.
+    int adopt_in_child() noexcept;
     // Why the connection failed, in words for a log line; empty while it works.
     [[nodiscard]] std::string failure_reason() const noexcept;
 
@@ -153,9 +175,22 @@ public:
 
 private:
     class Use;
+    friend class ForkHandover;
     [[nodiscard]] bool usable() const noexcept;
+    // In the parent after a fork: takes the connection back from the offer
+    // (false once a child took it). Called with in_use_ held.
+    bool keep_after_fork() noexcept;
+    [[nodiscard]] bool handed_to_child() const noexcept;
+    // The watcher's side of a child's claim (fork_handover.hpp): the stream,
+    // or nullptr when the offer of `generation` is no longer open.
+    static std::unique_ptr<Stream> give_to_child(Connection* c, std::uint64_t generation) noexcept;
     std::unique_ptr<Stream> stream_;
     pid_t owner_pid_;
+    // generation << 2 | ForkState (connection.cpp): whether the latest
+    // fork's offer is open, kept by this process, or taken by a child.
+    std::atomic<std::uint64_t> fork_state_{0};
+    // In a child: its end of the offer made at its fork (-1: none).
+    int child_offer_fd_ = -1;
     // Held by every call for its duration; try-locked, so a nested or
     // concurrent call fails instead of waiting or re-entering.
     std::mutex in_use_;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "libclient/preload/epoll_registry.hpp"
+#include "libclient/preload/inherited_session.hpp"
 #include "libclient/preload/libc_calls.hpp"
 #include "libclient/preload/socket_table.hpp"
 
@@ -100,7 +101,7 @@ int wait_ours(int epfd, epoll_event* events, int max, int timeout_ms, const sigs
 extern "C" {
 
 __attribute__((visibility("default"))) int epoll_ctl(int epfd, int op, int fd, epoll_event* event) {
-    SocketEntry* e = in_transport() ? nullptr : SocketTable::instance().find(fd);
+    SocketEntry* e = in_transport() ? nullptr : find_adopting(fd);
     if (e == nullptr) return libc().epoll_ctl(epfd, op, fd, event);
     try {
         if (e->state != SocketState::Rdma) {  // still TCP: remembered for rebind_epoll()

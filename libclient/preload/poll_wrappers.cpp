@@ -14,6 +14,7 @@
 #include <climits>
 #include <vector>
 
+#include "libclient/preload/inherited_session.hpp"
 #include "libclient/preload/libc_calls.hpp"
 #include "libclient/preload/readiness.hpp"
 #include "libclient/preload/socket_table.hpp"
@@ -26,9 +27,12 @@ using Clock = std::chrono::steady_clock;
 
 bool names_ours(const pollfd* fds, nfds_t n) noexcept {
     if (in_transport() || !SocketTable::instance().any()) return false;
+    // Every one is looked at: an inherited session is taken over on the
+    // way (inherited_session.hpp), so the wait sees what the number is now.
+    bool any = false;
     for (nfds_t i = 0; i < n; ++i)
-        if (SocketTable::instance().find(fds[i].fd) != nullptr) return true;
-    return false;
+        if (find_adopting(fds[i].fd) != nullptr) any = true;
+    return any;
 }
 
 int remaining_ms(Clock::time_point deadline) noexcept {
@@ -144,12 +148,13 @@ int select_ours(int nfds, fd_set* r, fd_set* w, fd_set* x, int timeout_ms, const
 bool sets_name_ours(int nfds, const fd_set* r, const fd_set* w, const fd_set* x) noexcept {
     if (in_transport() || !SocketTable::instance().any()) return false;
     const int top = nfds < FD_SETSIZE ? nfds : FD_SETSIZE;
+    bool any = false;  // every one, as in names_ours()
     for (int fd = 0; fd < top; ++fd)
         if (((r != nullptr && FD_ISSET(fd, r)) || (w != nullptr && FD_ISSET(fd, w)) ||
              (x != nullptr && FD_ISSET(fd, x))) &&
-            SocketTable::instance().find(fd) != nullptr)
-            return true;
-    return false;
+            find_adopting(fd) != nullptr)
+            any = true;
+    return any;
 }
 
 int timeval_ms(const timeval* tv) noexcept {

@@ -15,6 +15,7 @@
 #include "libclient/conninfo/precedence.hpp"
 #include "libclient/preload/conn_policy.hpp"
 #include "libclient/preload/conninfo_options.hpp"
+#include "libclient/preload/inherited_session.hpp"
 #include "libclient/preload/libpq_calls.hpp"
 #include "libclient/preload/pq_messages.hpp"
 #include "libclient/preload/service_files.hpp"
@@ -217,6 +218,7 @@ __attribute__((visibility("default"))) PQconninfoOption* PQconninfo(PGconn* conn
 
 __attribute__((visibility("default"))) void PQfinish(PGconn* conn) {
     if (conn != nullptr) forget(conn);
+    const LettingGo finishing;
     libpq().PQfinish(conn);
 }
 

@@ -1,5 +1,6 @@
 #include "libclient/preload/readiness.hpp"
 
+#include "libclient/preload/inherited_session.hpp"
 #include "libclient/preload/libc_calls.hpp"
 
 namespace pg_rdma::client {

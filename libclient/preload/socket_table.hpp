@@ -42,12 +42,6 @@ struct SocketEntry {
     int failed_errno = 0;                                // Failed: what SO_ERROR/send say
 };
 
-// True (and one line on stderr, once per process) when `entry` is an RDMA
-// session made before this process was forked: its queue pair belongs to
-// the parent, so every call here fails with EBADF. The line names the way
-// out, since libpq's own message would only say "Bad file descriptor".
-bool forked_away(const SocketEntry& entry) noexcept;
-
 class SocketTable {
 public:
     static constexpr int kSlots = 1 << 16;  // descriptors above are never upgraded

@@ -13,6 +13,7 @@
 
 #include "libclient/preload/conn_policy.hpp"
 #include "libclient/preload/epoll_registry.hpp"
+#include "libclient/preload/inherited_session.hpp"
 #include "libclient/preload/libc_calls.hpp"
 #include "libclient/preload/socket_table.hpp"
 #include "libclient/preload/upgrade_driver.hpp"
@@ -24,7 +25,7 @@ namespace {
 // The entry of `fd` when this call is ours to handle, else nullptr.
 SocketEntry* ours(int fd) noexcept {
     if (in_transport()) return nullptr;
-    return SocketTable::instance().find(fd);
+    return find_adopting(fd);
 }
 
 // The descriptor socket-level calls on `fd` should reach.
@@ -114,7 +115,8 @@ __attribute__((visibility("default"))) int close(int fd) {
     {
         TransportCall inside;
         entry->upgrade.reset();
-        if (entry->connection && entry->connection->close() < 0) {
+        // A forked child's copy of the parent's session is only let go of.
+        if (entry->connection && entry->connection->made_in_this_process() && entry->connection->close() < 0) {
             rc = -1;
             error = errno;
         }

@@ -4,8 +4,9 @@
 # RDMA only when the server says so while it runs: a watcher session samples
 # pg_stat_rdma joined with pg_stat_activity (application_name) every 50 ms.
 # Also: the conf/pg_service.conf sample through psql, psql's \connect keeping
-# with_rsocket, pg_basebackup -R keeping it in primary_conninfo (asked in the
-# conninfo or by WITH_RSOCKET), and a dump over RDMA byte-identical to TCP's.
+# with_rsocket, pg_basebackup -R (-X stream: its forked WAL streamer too)
+# keeping it in primary_conninfo (asked in the conninfo or by WITH_RSOCKET),
+# and a dump over RDMA byte-identical to TCP's.
 # Usage: client_tools_test.sh LIBPQ_RDMA_SO PGRDMA BUILD_DIR
 set -euo pipefail
 so=$1 pgrdma=$2 build=$3
@@ -34,10 +35,16 @@ pg_cluster_psql -c "create table big as select g, md5(g::text) as h from generat
 
 # The watcher: one superuser session over the Unix socket (never pg_rdma's).
 seen=$work/seen
+# Walsenders also as "wal COMMAND transport", to tell a WAL stream
+# (START_REPLICATION) from a base backup.
 pg_cluster_psql >"$seen" 2>&1 <<'SQL' &
 select a.application_name || ' ' || r.transport
   from pg_stat_rdma r join pg_stat_activity a using (pid)
- where r.pid <> pg_backend_pid() \watch 0.05
+ where r.pid <> pg_backend_pid()
+union all
+select 'wal ' || split_part(a.query, ' ', 1) || ' ' || r.transport
+  from pg_stat_rdma r join pg_stat_activity a using (pid)
+ where a.backend_type = 'walsender' \watch 0.05
 SQL
 watcher=$!
 trap 'kill $watcher 2>/dev/null || true; pg_cluster_cleanup' EXIT
@@ -84,26 +91,30 @@ grep -q 'number of failed transactions: 0 ' "$work/out" || fail "pgbench: $(cat 
 saw pgbench
 echo "ok: pgbench over RDMA, 0 failed ($(grep -o 'tps = [0-9.]*' "$work/out" | head -1))"
 
-# 5. pg_basebackup -R: the walsender on rdma, and primary_conninfo keeps
-# with_rsocket whether the conninfo or WITH_RSOCKET asked for it. -X fetch:
-# with -X stream pg_basebackup makes the WAL connection and then uses it in
-# a forked child, where a queue pair cannot follow (a known limit, checked
-# below to fail with a message that says so).
-LD_PRELOAD=$so "$bin/pg_basebackup" -d "$rdma with_rsocket=true" -D "$work/backup1" -R -X fetch -c fast \
+# 5. pg_basebackup -R with its default -X stream: the base backup's
+# walsender on rdma, and the WAL streamer too, although pg_basebackup opens
+# that connection and then streams in a forked child (the parent hands the
+# session over and relays it: transport/fork_handover.hpp). The backup
+# verifies (pg_verifybackup parses the streamed WAL), and primary_conninfo
+# keeps with_rsocket whether the conninfo or WITH_RSOCKET asked for it.
+LD_PRELOAD=$so "$bin/pg_basebackup" -d "$rdma with_rsocket=true" -D "$work/backup1" -R -c fast \
     2>"$work/err" || fail "pg_basebackup over RDMA: $(cat "$work/err")"
+[ ! -s "$work/err" ] || fail "pg_basebackup wrote: $(cat "$work/err")"
 saw pg_basebackup
+saw "wal START_REPLICATION"
+"$bin/pg_verifybackup" "$work/backup1" >"$work/out" 2>&1 || fail "pg_verifybackup: $(cat "$work/out")"
 grep -q "^primary_conninfo = '.*with_rsocket=true" "$work/backup1/postgresql.auto.conf" ||
     fail "pg_basebackup -R lost with_rsocket: $(grep primary_conninfo "$work/backup1/postgresql.auto.conf")"
-WITH_RSOCKET=true "$pgrdma" "$bin/pg_basebackup" -d "$rdma" -D "$work/backup2" -R -X fetch -c fast 2>"$work/err" ||
+WITH_RSOCKET=true "$pgrdma" "$bin/pg_basebackup" -d "$rdma" -D "$work/backup2" -R -c fast 2>"$work/err" ||
     fail "pg_basebackup with WITH_RSOCKET: $(cat "$work/err")"
+"$bin/pg_verifybackup" "$work/backup2" >"$work/out" 2>&1 || fail "pg_verifybackup (WITH_RSOCKET): $(cat "$work/out")"
 grep -q "^primary_conninfo = '.*with_rsocket=true" "$work/backup2/postgresql.auto.conf" ||
     fail "pg_basebackup -R under WITH_RSOCKET=true: $(grep primary_conninfo "$work/backup2/postgresql.auto.conf")"
-echo "ok: pg_basebackup -R -X fetch over RDMA; primary_conninfo keeps with_rsocket (conninfo and WITH_RSOCKET)"
-LD_PRELOAD=$so "$bin/pg_basebackup" -d "$rdma with_rsocket=true" -D "$work/backup3" -X stream -c fast \
-    2>"$work/err" && fail "pg_basebackup -X stream over RDMA: the forked WAL streamer used the parent's queue pair"
-grep -q "uses an RDMA connection made before it was forked" "$work/err" ||
-    fail "pg_basebackup -X stream did not say why it failed: $(cat "$work/err")"
-echo "ok: pg_basebackup -X stream over RDMA fails, saying the forked child cannot use the connection"
+echo "ok: pg_basebackup -R (-X stream) over RDMA, WAL streamer included, backups verify; primary_conninfo keeps with_rsocket (conninfo and WITH_RSOCKET)"
+LD_PRELOAD=$so "$bin/pg_basebackup" -d "$rdma with_rsocket=require" -D "$work/backup3" -X fetch -c fast \
+    2>"$work/err" || fail "pg_basebackup -X fetch over RDMA: $(cat "$work/err")"
+"$bin/pg_verifybackup" "$work/backup3" >"$work/out" 2>&1 || fail "pg_verifybackup (-X fetch): $(cat "$work/out")"
+echo "ok: pg_basebackup -X fetch over RDMA"
 
 # 6. pg_receivewal streams over RDMA until stopped.
 mkdir "$work/wal"

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "idle_peer.hpp"
 #include "transport/event_set.hpp"
@@ -210,4 +211,122 @@ TEST_CASE("a connection that cannot get its descriptors fails setup with a messa
     transport::Error err;
     auto conn = rendezvous.listener().accept(test_nonce(), nullptr, err);
     CHECK(peer.wait() == 0);
+}
+
+namespace {
+
+// exchange() over a plain socket: what a forked child that took over a
+// connection has (adopt_in_child). Returns "" or what went wrong.
+std::string socket_exchange(int sock, std::size_t send_len, std::uint32_t send_seed, std::size_t recv_len,
+                            std::uint32_t recv_seed) {
+    constexpr std::size_t kChunk = 64 * 1024;
+    std::vector<std::uint8_t> out(kChunk), in(kChunk);
+    std::size_t sent = 0, received = 0;
+    const auto deadline = std::chrono::steady_clock::now() + 120s;
+    fcntl(sock, F_SETFL, fcntl(sock, F_GETFL) | O_NONBLOCK);
+    while (sent < send_len || received < recv_len) {
+        if (std::chrono::steady_clock::now() > deadline)
+            return "timed out: " + std::to_string(sent) + " sent, " + std::to_string(received) + " received";
+        pollfd p{sock, static_cast<short>((sent < send_len ? POLLOUT : 0) | (received < recv_len ? POLLIN : 0)), 0};
+        if (poll(&p, 1, 1000) < 0 && errno != EINTR) return std::string("poll: ") + std::strerror(errno);
+        if (sent < send_len) {
+            const std::size_t n = std::min(kChunk, send_len - sent);
+            fill_pattern(out.data(), n, send_seed, sent);
+            const ssize_t w = send(sock, out.data(), n, MSG_NOSIGNAL);
+            if (w > 0) sent += static_cast<std::size_t>(w);
+            else if (errno != EAGAIN) return std::string("send: ") + std::strerror(errno);
+        }
+        if (received < recv_len) {
+            const ssize_t r = recv(sock, in.data(), std::min(kChunk, recv_len - received), 0);
+            if (r == 0) return "EOF after " + std::to_string(received) + " bytes";
+            if (r > 0) {
+                if (!check_pattern(in.data(), static_cast<std::size_t>(r), recv_seed, received))
+                    return "bytes differ at offset " + std::to_string(received);
+                received += static_cast<std::size_t>(r);
+            } else if (errno != EAGAIN) {
+                return std::string("recv: ") + std::strerror(errno);
+            }
+        }
+    }
+    return "";
+}
+
+}  // namespace
+
+TEST_CASE("a forked child takes over an inherited connection and its bytes cross the parent's queue pair",
+          "[rdma][lifecycle][fork]") {
+    // pg_basebackup -X stream: the parent opens the WAL connection, talks on
+    // it, then forks a child that streams on it while the parent does other
+    // work. The peer sees one unbroken stream: the parent's bytes, then the
+    // child's, then an orderly close once the child closes its socket.
+    constexpr std::size_t kParentBytes = 64 * 1024;
+    constexpr std::size_t kChildBytes = 8 * 1024 * 1024;
+    const auto peer = [&](Connection& conn) -> int {
+        std::string why;
+        if (!exchange(conn, kParentBytes, kSeed + 2, kParentBytes, kSeed + 3, why)) return 1;
+        if (!exchange(conn, kChildBytes, kSeed + 1, kChildBytes, kSeed, why)) {
+            std::fprintf(stderr, "peer: %s\n", why.c_str());
+            return 2;
+        }
+        return read_eof(conn) ? 0 : 3;
+    };
+    with_peer(Settings{}, peer, [&](Connection& conn, PeerProcess&) {
+        std::string why;
+        REQUIRE(exchange(conn, kParentBytes, kSeed + 3, kParentBytes, kSeed + 2, why));
+        const int status = in_forked_child([&]() -> int {
+            std::uint8_t byte = 0;
+            if (conn.read(&byte, 1) != -1 || errno != EBADF) return 10;  // the object itself stays unusable
+            const int sock = conn.adopt_in_child();
+            if (sock < 0) return 11;
+            if (conn.adopt_in_child() != -1 || errno != EBADF) return 12;  // once only
+            const std::string failed = socket_exchange(sock, kChildBytes, kSeed, kChildBytes, kSeed + 1);
+            if (!failed.empty()) {
+                std::fprintf(stderr, "child: %s\n", failed.c_str());
+                return 13;
+            }
+            close(sock);
+            return 0;  // exit(): the relay in the parent closes the stream in order
+        });
+        CHECK(status == 0);
+        // The parent gave it away: its calls fail, its close does nothing.
+        std::uint8_t byte = 0;
+        CHECK(conn.read(&byte, 1) == -1);
+        CHECK(errno == EBADF);
+        CHECK(conn.fd() == -1);
+        CHECK(conn.close() == 0);
+    });
+}
+
+TEST_CASE("a parent that uses its connection after fork keeps it and the child's claim is refused",
+          "[rdma][lifecycle][fork]") {
+    Pipe parent_used, child_asked;
+    const auto peer = [&](Connection& conn) -> int {
+        std::string why;
+        if (!exchange(conn, 256 * 1024, kSeed + 1, 256 * 1024, kSeed, why)) return 1;
+        child_asked.recv_u32();
+        if (!exchange(conn, 64 * 1024, kSeed + 3, 64 * 1024, kSeed + 2, why)) return 2;
+        return read_eof(conn) ? 0 : 3;
+    };
+    with_peer(Settings{}, peer, [&](Connection& conn, PeerProcess& peer_process) {
+        const pid_t child = fork();
+        if (child == 0) {
+            parent_used.recv_u32();
+            const int sock = conn.adopt_in_child();
+            std::_Exit(sock == -1 && errno == EBADF ? 0 : 20);
+        }
+        std::string why;
+        CHECK(exchange(conn, 256 * 1024, kSeed, 256 * 1024, kSeed + 1, why));
+        INFO(why);
+        parent_used.send_u32(1);
+        int status = 0;
+        waitpid(child, &status, 0);
+        CHECK(WIFEXITED(status));
+        CHECK(WEXITSTATUS(status) == 0);
+        child_asked.send_u32(1);
+        // Still the parent's, whole: its queue pair and stream go on.
+        CHECK(exchange(conn, 64 * 1024, kSeed + 2, 64 * 1024, kSeed + 3, why));
+        INFO(why);
+        CHECK(conn.close() == 0);
+        (void)peer_process;
+    });
 }
