@@ -84,7 +84,7 @@ pg_cluster_init "$standby" "$build"
 as_pg rm -rf "$PG_CLUSTER_DATA"
 pg_cluster_use "$primary"
 pg_cluster_client env LD_PRELOAD=$so "$PG_CLUSTER_BIN/pg_basebackup" -d "user=postgres with_rsocket=true" \
-    -D "$standby/data" -R -X fetch -c fast 2>"$standby/err" || fail "pg_basebackup of the primary: $(cat "$standby/err")"
+    -D "$standby/data" -R -c fast 2>"$standby/err" || fail "pg_basebackup of the primary: $(cat "$standby/err")"
 grep -q "^primary_conninfo = '.*with_rsocket=true" "$standby/data/postgresql.auto.conf" ||
     fail "the standby's primary_conninfo lost with_rsocket: $(grep primary_conninfo "$standby/data/postgresql.auto.conf")"
 # The standby streams with conf/standby.pg_rdma.conf's primary_conninfo
