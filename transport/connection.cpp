@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,7 +30,11 @@ constexpr Millis kDestructorRetryMs{1};
 // How long the exit handler waits for relays to forked children: a child
 // that exited just before has its last bytes drained within the default
 // close_drain_timeout; a child still streaming loses its session.
-constexpr Millis kRelayExitWait = Settings{}.close_drain_timeout + Millis{1'000};
+constexpr Millis kRelayExitWait = Settings{}.close_drain_timeout;
+// How long a call waits for fork()'s offer to let go of the connection: it
+// holds it for a socketpair() call. Bounded, so that a signal handler
+// interrupting the offer on the same thread fails (EIO) instead of hanging.
+constexpr Millis kOfferWaitLimit{10};
 
 // Connections this process owns, for the exit handler. Deliberately leaked:
 // it must outlive every static destructor that might run before atexit
@@ -95,11 +100,11 @@ pid_t current_pid() noexcept {
 
 // Before fork(): every connection no call is inside is offered to the
 // processes on both sides (connection.hpp, Fork), over a socket pair made
-// now. Its in_use_ stays held across the fork, so no call slips in between.
-// A connection that cannot get a pair stays the parent's.
+// now. A connection that cannot get a pair stays the parent's.
 void prepare_fork() {
     Registry& r = registry();
     r.lock.lock();
+    ForkHandover::prepare_fork();
     r.offers_in_fork.clear();
     for (Connection* c : r.live) {
         ForkOffer offer;
@@ -115,18 +120,15 @@ void prepare_fork() {
 
 void parent_after_fork() {
     Registry& r = registry();
-    std::vector<ForkOffer> offers;
-    offers.swap(r.offers_in_fork);
-    for (ForkOffer& offer : offers) ForkHandover::keep_parent_end(offer);
+    ForkHandover::parent_after_fork(r.offers_in_fork);
+    r.offers_in_fork.clear();
     r.lock.unlock();
-    if (!offers.empty()) ForkHandover::watch(std::move(offers));
 }
 
 void child_after_fork() {
     refresh_pid();
-    ForkHandover::forget_relays_in_child();
     Registry& r = registry();
-    for (ForkOffer& offer : r.offers_in_fork) ForkHandover::keep_child_end(offer);
+    ForkHandover::child_after_fork(r.offers_in_fork, r.live);
     r.offers_in_fork.clear();
     r.lock.unlock();
 }
@@ -154,7 +156,7 @@ int errno_for_current_exception() noexcept {
 // fork, the first call also keeps the connection from the fork's offer.
 class Connection::Use {
 public:
-    explicit Use(Connection& c) noexcept : c_(c), held_(c.in_use_.try_lock()) {
+    explicit Use(Connection& c) noexcept : c_(c), held_(c.in_use_.try_lock() || c.wait_out_fork_offer()) {
         if (!held_) {
             errno = c.made_in_this_process() ? EIO : EBADF;
             return;
@@ -179,7 +181,7 @@ private:
 };
 
 Connection::Connection(std::unique_ptr<Stream> stream) noexcept
-    : stream_(std::move(stream)), owner_pid_(current_pid()) {
+    : stream_(std::move(stream)), owner_pid_(current_pid()), fd_(stream_ ? stream_->fd() : -1) {
     // Without a registry entry there would be no exit drain for it: better
     // an unusable connection (every call EBADF) than silently lost bytes.
     if (!register_connection(this)) stream_.reset();
@@ -218,7 +220,7 @@ Connection::~Connection() {
         // queue pair: destroying it through the shared verbs descriptor
         // would tear down the parent's. Leave it be.
         (void)stream_.release();
-        if (child_offer_fd_ >= 0) ::close(child_offer_fd_);  // refuses nothing: the parent keeps it
+        forget_offer();  // claims nothing: the parent keeps it
     }
 }
 
@@ -228,11 +230,23 @@ bool Connection::made_in_this_process() const noexcept { return current_pid() ==
 
 bool Connection::keep_after_fork() noexcept {
     std::uint64_t state = fork_state_.load(std::memory_order_acquire);
-    while ((state & ForkHandover::kStateMask) == ForkHandover::kOffered)
+    while ((state & ForkHandover::kStateMask) == ForkHandover::kOffered) {
         if (fork_state_.compare_exchange_weak(state, (state & ~ForkHandover::kStateMask) | ForkHandover::kOwned,
-                                              std::memory_order_acq_rel))
+                                              std::memory_order_acq_rel)) {
+            ForkHandover::offer_settled();
             return true;
+        }
+    }
     return (state & ForkHandover::kStateMask) == ForkHandover::kOwned;
+}
+
+bool Connection::wait_out_fork_offer() noexcept {
+    const auto give_up = std::chrono::steady_clock::now() + kOfferWaitLimit;
+    while (offering_.load(std::memory_order_acquire)) {
+        if (std::chrono::steady_clock::now() > give_up) return false;
+        std::this_thread::yield();
+    }
+    return in_use_.try_lock();
 }
 
 bool Connection::handed_to_child() const noexcept {
@@ -251,13 +265,53 @@ std::unique_ptr<Stream> Connection::give_to_child(Connection* c, std::uint64_t g
         return nullptr;  // the parent used it first, or a later fork offered it again
     // A call that began before the claim sees kHanded, fails and lets go.
     const std::lock_guard use(c->in_use_);
+    c->fd_.store(-1, std::memory_order_release);
+    ForkHandover::relay_starting();
     return std::move(c->stream_);
+}
+
+bool Connection::offer_open(Connection* c, std::uint64_t generation) noexcept {
+    Registry& r = registry();
+    const std::lock_guard guard(r.lock);
+    return std::find(r.live.begin(), r.live.end(), c) != r.live.end() &&
+           c->fork_state_.load(std::memory_order_acquire) ==
+               (generation << ForkHandover::kGenerationShift | ForkHandover::kOffered);
+}
+
+void Connection::take_back(Connection* c, std::uint64_t generation, std::unique_ptr<Stream> stream) noexcept {
+    Registry& r = registry();
+    const std::lock_guard guard(r.lock);
+    if (std::find(r.live.begin(), r.live.end(), c) == r.live.end()) return;  // gone: the stream closes here
+    const std::lock_guard use(c->in_use_);
+    c->fd_.store(stream->fd(), std::memory_order_release);
+    c->stream_ = std::move(stream);
+    c->fork_state_.store(generation << ForkHandover::kGenerationShift | ForkHandover::kOwned,
+                         std::memory_order_release);
+}
+
+namespace {
+ino_t inode_of(int fd) noexcept {
+    struct stat st {};
+    return ::fstat(fd, &st) == 0 ? st.st_ino : 0;
+}
+}  // namespace
+
+void Connection::keep_offer(int fd) noexcept {
+    forget_offer();
+    child_offer_fd_ = fd;
+    child_offer_ino_ = inode_of(fd);
+}
+
+void Connection::forget_offer() noexcept {
+    const int fd = std::exchange(child_offer_fd_, -1);
+    if (fd >= 0 && child_offer_ino_ != 0 && inode_of(fd) == child_offer_ino_) ::close(fd);
 }
 
 int Connection::adopt_in_child() noexcept {
     if (made_in_this_process()) return errno = EINVAL, -1;
     const int fd = std::exchange(child_offer_fd_, -1);
-    if (fd < 0) return errno = EBADF, -1;
+    // The program may have closed the number and reused it since the fork.
+    if (fd < 0 || child_offer_ino_ == 0 || inode_of(fd) != child_offer_ino_) return errno = EBADF, -1;
     if (ForkHandover::claim(fd)) return fd;
     ::close(fd);
     return errno = EBADF, -1;
@@ -312,17 +366,17 @@ int Connection::close() noexcept {
         rc = -1;
     }
     const int saved = errno;
+    fd_.store(-1, std::memory_order_release);
     stream_.reset();  // frees the queue pair and unpins the buffers now
     errno = saved;
     return rc;
 }
 
-int Connection::fd() const noexcept { return usable() ? stream_->fd() : -1; }
+int Connection::fd() const noexcept { return made_in_this_process() ? fd_.load(std::memory_order_acquire) : -1; }
 
 short Connection::poll_events(short wanted) noexcept {
-    if (!usable()) return POLLNVAL;
     const Use use(*this);
-    if (!use) return 0;
+    if (!use) return errno == EBADF ? POLLNVAL : 0;
     try {
         return stream_->poll_events(wanted);
     } catch (...) {
@@ -341,9 +395,8 @@ int Connection::wait(short wanted, int timeout_ms) noexcept {
 }
 
 short Connection::spin(short wanted) noexcept {
-    if (!usable()) return POLLNVAL;
     const Use use(*this);
-    if (!use) return 0;
+    if (!use) return errno == EBADF ? POLLNVAL : 0;
     try {
         return stream_->spin(wanted);
     } catch (...) {
@@ -353,7 +406,9 @@ short Connection::spin(short wanted) noexcept {
 
 std::string Connection::device_name() const noexcept {
     try {
-        return usable() ? stream_->device_name() : std::string();
+        // A question that keeps nothing: it must not touch a stream that a
+        // child's claim has moved away.
+        return usable() && !handed_to_child() ? stream_->device_name() : std::string();
     } catch (...) {
         return {};
     }

@@ -180,17 +180,35 @@ private:
     // In the parent after a fork: takes the connection back from the offer
     // (false once a child took it). Called with in_use_ held.
     bool keep_after_fork() noexcept;
+    // A call that found in_use_ held by fork()'s offer (offering_) waits for
+    // it (microseconds) instead of failing; true once it holds in_use_.
+    bool wait_out_fork_offer() noexcept;
     [[nodiscard]] bool handed_to_child() const noexcept;
-    // The watcher's side of a child's claim (fork_handover.hpp): the stream,
-    // or nullptr when the offer of `generation` is no longer open.
+    // The watcher's side of a child's claim (fork_handover.hpp), each under
+    // the registry lock and checking `c` is still alive: the stream, or
+    // nullptr when the offer of `generation` is no longer open; whether it
+    // is still open; the stream back when the child went before the answer.
     static std::unique_ptr<Stream> give_to_child(Connection* c, std::uint64_t generation) noexcept;
+    static bool offer_open(Connection* c, std::uint64_t generation) noexcept;
+    static void take_back(Connection* c, std::uint64_t generation, std::unique_ptr<Stream> stream) noexcept;
+    // In a child after fork: this fork's end of the offer, or none.
+    void keep_offer(int fd) noexcept;
+    void forget_offer() noexcept;
     std::unique_ptr<Stream> stream_;
     pid_t owner_pid_;
     // generation << 2 | ForkState (connection.cpp): whether the latest
     // fork's offer is open, kept by this process, or taken by a child.
     std::atomic<std::uint64_t> fork_state_{0};
-    // In a child: its end of the offer made at its fork (-1: none).
+    // Set while fork()'s prepare handler looks at this connection under
+    // in_use_: another thread's call is then only delayed, not refused.
+    std::atomic<bool> offering_{false};
+    // In a child: its end of the offer made at its fork (-1: none), and
+    // that socket's inode, so a number the program closed and reused for
+    // another file is never written to or closed.
     int child_offer_fd_ = -1;
+    ino_t child_offer_ino_ = 0;
+    // fd() without touching stream_, which a child's claim moves away.
+    std::atomic<int> fd_{-1};
     // Held by every call for its duration; try-locked, so a nested or
     // concurrent call fails instead of waiting or re-entering.
     std::mutex in_use_;

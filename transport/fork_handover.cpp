@@ -2,11 +2,14 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <mutex>
 #include <thread>
 #include <utility>
 
@@ -25,15 +28,28 @@ constexpr char kRefused = 'N';
 // How long a child waits for its parent's answer. The watcher thread does
 // nothing else, so it answers at once unless the parent is stopped.
 constexpr std::chrono::milliseconds kClaimAnswerTimeout{10'000};
+// How often the exit handler looks at the relay count.
+constexpr std::chrono::milliseconds kRelayPollInterval{5};
 
 std::atomic<std::uint64_t> g_fork_generation{0};
 
 // Relays running in this process, for the exit wait. A bare counter, not a
-// lock: the exit handler also runs in forked children, which must never
-// find a lock held by a thread that does not exist there.
+// lock: the exit handler also runs in forked children.
 std::atomic<int> g_relays_running{0};
-// How often the exit handler looks at it.
-constexpr std::chrono::milliseconds kRelayPollInterval{5};
+
+// The open offers of this process and the thread that answers them. Leaked:
+// a detached thread may outlive static destructors. The lock is held across
+// fork() (prepare_fork), so no process inherits it held.
+struct Watcher {
+    std::mutex lock;
+    std::vector<ForkOffer> offers;  // parent ends; the watcher closes each
+    bool running = false;           // a watch() thread serves `offers`
+    std::atomic<int> wake_fd{-1};   // eventfd: offers added, or one was kept
+};
+Watcher& watcher() {
+    static auto* w = new Watcher();
+    return *w;
+}
 
 // A thread with every signal blocked, so the application's signals (SIGINT,
 // SIGCHLD, PostgreSQL's) keep going to its own threads. False when it
@@ -58,77 +74,156 @@ void close_quietly(int& fd) noexcept {
     fd = -1;
 }
 
+// Ends a socket for its peer even when a later fork's child holds a copy of
+// this end (close() alone would then deliver no EOF).
+void end_socket(int fd) noexcept {
+    (void)::shutdown(fd, SHUT_RDWR);
+    ::close(fd);
+}
+
+void wake(int fd) noexcept {
+    const std::uint64_t one = 1;
+    if (fd >= 0) (void)!::write(fd, &one, sizeof one);
+}
+
+// Takes `fd`'s offer out of the watcher's list; false if it was not there.
+bool remove_offer(int fd) noexcept {
+    Watcher& w = watcher();
+    const std::lock_guard guard(w.lock);
+    const auto it = std::find_if(w.offers.begin(), w.offers.end(), [&](const ForkOffer& o) { return o.parent_fd == fd; });
+    if (it == w.offers.end()) return false;
+    w.offers.erase(it);
+    return true;
+}
+
 }  // namespace
 
+void ForkHandover::prepare_fork() noexcept { watcher().lock.lock(); }
+
 bool ForkHandover::offer(Connection& c, ForkOffer& out) noexcept {
-    if (!c.in_use_.try_lock()) return false;  // a call is inside: it stays the parent's
-    std::uint64_t state = c.fork_state_.load(std::memory_order_acquire);
-    int pair[2] = {-1, -1};
-    if (!c.usable() || (state & kStateMask) == kHanded ||
-        ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
-        c.in_use_.unlock();
+    // A call inside: it stays the parent's. The lock is not kept: a call
+    // that starts after this keeps the connection (kOwned), and the
+    // watcher's compare-and-swap then refuses the child. offering_ makes a
+    // call that meets the lock held here wait instead of failing.
+    c.offering_.store(true, std::memory_order_release);
+    if (!c.in_use_.try_lock()) {
+        c.offering_.store(false, std::memory_order_release);
         return false;
     }
-    const std::uint64_t generation = g_fork_generation.fetch_add(1, std::memory_order_relaxed) + 1;
-    // Calls are kept out by in_use_, and a watcher changes the state only
-    // under the registry lock, which the caller holds: nothing can race.
-    c.fork_state_.store(generation << kGenerationShift | kOffered, std::memory_order_release);
-    out = ForkOffer{&c, generation, pair[0], pair[1]};
-    return true;
+    const std::uint64_t state = c.fork_state_.load(std::memory_order_acquire);
+    int pair[2] = {-1, -1};
+    // An offer still open from an earlier fork stays that fork's.
+    const bool offerable = c.usable() && (state & kStateMask) == kOwned &&
+                           ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) == 0;
+    if (offerable) {
+        const std::uint64_t generation = g_fork_generation.fetch_add(1, std::memory_order_relaxed) + 1;
+        c.fork_state_.store(generation << kGenerationShift | kOffered, std::memory_order_release);
+        out = ForkOffer{&c, generation, pair[0], pair[1]};
+    }
+    c.in_use_.unlock();
+    c.offering_.store(false, std::memory_order_release);
+    return offerable;
 }
 
 void ForkHandover::withdraw(ForkOffer& offer) noexcept {
     close_quietly(offer.parent_fd);
     close_quietly(offer.child_fd);
-    offer.connection->in_use_.unlock();  // still kOffered: the next call keeps it
+    // Still kOffered: the next call keeps it.
 }
 
-void ForkHandover::keep_parent_end(ForkOffer& offer) noexcept {
-    close_quietly(offer.child_fd);
-    offer.connection->in_use_.unlock();
-}
-
-void ForkHandover::keep_child_end(ForkOffer& offer) noexcept {
-    close_quietly(offer.parent_fd);
-    Connection& c = *offer.connection;
-    close_quietly(c.child_offer_fd_);  // a grandchild: its parent's offer is not its own
-    c.child_offer_fd_ = std::exchange(offer.child_fd, -1);
-    c.in_use_.unlock();
-}
-
-void ForkHandover::watch(std::vector<ForkOffer> offers) noexcept {
-    // Moving a vector does not allocate; the thread takes the heap copy.
-    auto* list = new (std::nothrow) std::vector<ForkOffer>(std::move(offers));
-    if (list != nullptr && start_quiet_thread([list] {
-            const std::unique_ptr<std::vector<ForkOffer>> owned(list);
-            answer_claims(std::move(*owned));
-        }))
-        return;
-    // No watcher: every child end sees EOF, so a claim is refused and the
-    // parent keeps its connections.
-    for (ForkOffer& o : list != nullptr ? *list : offers) close_quietly(o.parent_fd);
-    delete list;
-}
-
-void ForkHandover::answer_claims(std::vector<ForkOffer> offers) noexcept {
-    std::vector<pollfd> fds;
-    try {
-        while (!offers.empty()) {
-            fds.clear();
-            for (const ForkOffer& o : offers) fds.push_back({o.parent_fd, POLLIN, 0});
-            if (::poll(fds.data(), fds.size(), -1) < 0) {
-                if (errno == EINTR) continue;
-                break;
-            }
-            for (std::size_t i = fds.size(); i-- > 0;) {
-                if (fds[i].revents == 0) continue;
-                answer(offers[i]);
-                offers.erase(offers.begin() + static_cast<std::ptrdiff_t>(i));
+void ForkHandover::parent_after_fork(std::vector<ForkOffer>& offers) noexcept {
+    Watcher& w = watcher();
+    for (ForkOffer& o : offers) close_quietly(o.child_fd);
+    if (!offers.empty()) {
+        if (w.wake_fd.load() < 0) w.wake_fd.store(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+        bool queued = w.wake_fd.load() >= 0;
+        if (queued) {
+            try {
+                w.offers.insert(w.offers.end(), offers.begin(), offers.end());
+                offers.clear();
+            } catch (...) {
+                queued = false;
             }
         }
-    } catch (...) {
+        // Unserved, an offer is closed: its child end sees EOF, a claim is
+        // refused, and the parent keeps its connection.
+        for (ForkOffer& o : offers) close_quietly(o.parent_fd);
+        if (queued && !w.running) {
+            w.running = start_quiet_thread([] { watch(); });
+            if (!w.running) {  // no thread: nobody serves any of them
+                for (ForkOffer& o : w.offers) close_quietly(o.parent_fd);
+                w.offers.clear();
+            }
+        } else if (queued) {
+            wake(w.wake_fd.load());
+        }
     }
-    for (ForkOffer& o : offers) close_quietly(o.parent_fd);
+    w.lock.unlock();
+}
+
+void ForkHandover::child_after_fork(std::vector<ForkOffer>& offers, const std::vector<Connection*>& live) noexcept {
+    // Ends inherited from earlier forks are not this child's to claim with:
+    // a grandchild asking on its parent's end could take the session from
+    // under the process it belongs to.
+    for (Connection* c : live) c->forget_offer();
+    for (ForkOffer& o : offers) {
+        close_quietly(o.parent_fd);
+        o.connection->keep_offer(std::exchange(o.child_fd, -1));
+    }
+    // The parent's watcher, offers and relays are not this process's.
+    Watcher& w = watcher();
+    for (ForkOffer& o : w.offers) close_quietly(o.parent_fd);
+    w.offers.clear();
+    w.running = false;
+    int wake_fd = w.wake_fd.exchange(-1);
+    close_quietly(wake_fd);
+    g_relays_running.store(0, std::memory_order_release);
+    w.lock.unlock();
+}
+
+void ForkHandover::offer_settled() noexcept { wake(watcher().wake_fd.load()); }
+
+void ForkHandover::watch() noexcept {
+    Watcher& w = watcher();
+    std::vector<ForkOffer> list;
+    std::vector<pollfd> fds;
+    for (;;) {
+        int wake_fd = -1;
+        try {
+            const std::lock_guard guard(w.lock);
+            if (w.offers.empty()) {
+                w.running = false;  // the next fork with offers starts another
+                return;
+            }
+            list = w.offers;
+            wake_fd = w.wake_fd.load();
+            fds.assign(1, pollfd{wake_fd, POLLIN, 0});
+            for (const ForkOffer& o : list) fds.push_back({o.parent_fd, POLLIN, 0});
+        } catch (...) {
+            // Out of memory: give every offer up (the parents keep them).
+            const std::lock_guard guard(w.lock);
+            for (ForkOffer& o : w.offers) close_quietly(o.parent_fd);
+            w.offers.clear();
+            w.running = false;
+            return;
+        }
+        if (::poll(fds.data(), fds.size(), -1) < 0) continue;  // EINTR
+        const bool woken = (fds[0].revents & POLLIN) != 0;
+        if (woken) {
+            std::uint64_t count = 0;
+            (void)!::read(wake_fd, &count, sizeof count);
+        }
+        for (std::size_t i = 0; i < list.size(); ++i) {
+            const ForkOffer& o = list[i];
+            if ((fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+                if (remove_offer(o.parent_fd)) answer(o);
+            } else if (woken && !Connection::offer_open(o.connection, o.generation)) {
+                // The parent kept it: the child end sees EOF, a claim is refused.
+                int fd = o.parent_fd;
+                if (remove_offer(fd)) close_quietly(fd);
+            }
+        }
+    }
 }
 
 // One child end turned readable: a claim, or the child closed it (exec,
@@ -142,38 +237,39 @@ void ForkHandover::answer(const ForkOffer& offer) noexcept {
     }
     std::unique_ptr<Stream> stream = Connection::give_to_child(offer.connection, offer.generation);
     const char reply = stream ? kGranted : kRefused;
-    if (::send(fd, &reply, 1, MSG_NOSIGNAL) != 1 || !stream) {
-        close_quietly(fd);
-        if (stream) {  // the child vanished right after asking
-            try {
-                stream->close();
-            } catch (...) {
-            }
-        }
+    if (::send(fd, &reply, 1, MSG_NOSIGNAL) != 1 && stream) {
+        // The child gave up waiting and went: the connection is still the
+        // parent's, untouched.
+        Connection::take_back(offer.connection, offer.generation, std::move(stream));
+        g_relays_running.fetch_sub(1, std::memory_order_acq_rel);
+    }
+    if (!stream) {
+        end_socket(fd);
         return;
     }
-    g_relays_running.fetch_add(1, std::memory_order_acq_rel);
-    auto* job = new (std::nothrow) std::pair<std::unique_ptr<Stream>, int>(std::move(stream), fd);
+    start_relay(std::move(stream), fd);
+}
+
+void ForkHandover::start_relay(std::unique_ptr<Stream> stream, int sock) noexcept {
     const auto finished = [] { g_relays_running.fetch_sub(1, std::memory_order_acq_rel); };
-    if (job == nullptr || !start_quiet_thread([job, finished] {
-            relay_stream(std::move(job->first), job->second);
-            delete job;
+    auto* job = new (std::nothrow) std::pair<std::unique_ptr<Stream>, int>(std::move(stream), sock);
+    if (job != nullptr && start_quiet_thread([job, finished] {
+            const std::unique_ptr<std::pair<std::unique_ptr<Stream>, int>> owned(job);
+            relay_stream(std::move(owned->first), owned->second);
             finished();
-        })) {
-        // The child was told yes; closing its socket ends its session the
-        // way a dead peer would, which is all that is left to do.
-        if (job != nullptr) {
-            try {
-                job->first->close();
-            } catch (...) {
-            }
-            ::close(job->second);
-            delete job;
-        } else {
-            close_quietly(fd);
+        }))
+        return;
+    // The child was told yes: ending its socket ends its session the way a
+    // dead peer would, which is all that is left to do.
+    if (job != nullptr) {
+        try {
+            job->first->close();
+        } catch (...) {
         }
-        finished();
+        delete job;
     }
+    end_socket(sock);
+    finished();
 }
 
 bool ForkHandover::claim(int fd) noexcept {
@@ -193,11 +289,11 @@ bool ForkHandover::claim(int fd) noexcept {
     }
 }
 
+void ForkHandover::relay_starting() noexcept { g_relays_running.fetch_add(1, std::memory_order_acq_rel); }
+
 void ForkHandover::wait_for_relays(std::chrono::steady_clock::time_point deadline) noexcept {
     while (g_relays_running.load(std::memory_order_acquire) > 0 && std::chrono::steady_clock::now() < deadline)
         std::this_thread::sleep_for(kRelayPollInterval);
 }
-
-void ForkHandover::forget_relays_in_child() noexcept { g_relays_running.store(0, std::memory_order_release); }
 
 }  // namespace pg_rdma::transport

@@ -6,12 +6,15 @@
 // parent's. A child that must carry on a session its parent opened
 // (pg_basebackup -X stream) gets the bytes through its parent instead:
 //
-//   prepare (registry locked)   each idle connection gets an AF_UNIX socket
-//                               pair and a new fork generation (kOffered)
-//   parent after fork           keeps its end; one watcher thread waits for a
-//                               claim on each
-//   child after fork            keeps its end in the connection
-//   first use wins              a call in the parent moves kOffered to kOwned;
+//   prepare (registry locked)   each connection no call is inside and with
+//                               no offer open gets an AF_UNIX socket pair
+//                               and a new fork generation (kOffered)
+//   parent after fork           hands its ends to the watcher, one thread per
+//                               process that runs while any offer is open
+//   child after fork            keeps its end in the connection, and closes
+//                               every end inherited from earlier forks
+//   first use wins              a call in the parent moves kOffered to kOwned
+//                               and wakes the watcher, which closes the offer;
 //                               the child's adopt_in_child() sends kClaim and
 //                               the watcher moves kOffered to kHanded, answers
 //                               kGranted and starts a relay (stream_relay.hpp)
@@ -22,13 +25,17 @@
 // connection made at the same address.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace pg_rdma::transport {
 
 class Connection;
+class Stream;
 
 struct ForkOffer {
     Connection* connection = nullptr;
@@ -46,29 +53,32 @@ public:
     static constexpr std::uint64_t kStateMask = 3;
     static constexpr unsigned kGenerationShift = 2;
 
-    // Before fork(), with the registry locked: offers `c` when it is this
-    // process's and no call is inside it (its in_use_ then stays held until
-    // after the fork). False when it is not offered.
+    // fork() handlers (connection.cpp calls them with the registry locked).
+    // prepare_fork() also takes the watcher's lock, so neither process
+    // inherits it held.
+    static void prepare_fork() noexcept;
+    // Offers `c` when it is this process's, no call is inside it and no
+    // earlier offer of it is open. False when it is not offered.
     static bool offer(Connection& c, ForkOffer& out) noexcept;
-    // Undoes offer() (the offer could not be recorded).
-    static void withdraw(ForkOffer& offer) noexcept;
-    // After fork(): each side closes the other's end and releases in_use_.
-    static void keep_parent_end(ForkOffer& offer) noexcept;
-    static void keep_child_end(ForkOffer& offer) noexcept;
-    // Parent: a thread answers the claims on these offers and starts a
-    // relay for each connection a child takes; it ends when every child
-    // end is closed (the child took it, exec'd or exited).
-    static void watch(std::vector<ForkOffer> offers) noexcept;
+    static void withdraw(ForkOffer& offer) noexcept;  // undoes offer()
+    static void parent_after_fork(std::vector<ForkOffer>& offers) noexcept;
+    static void child_after_fork(std::vector<ForkOffer>& offers, const std::vector<Connection*>& live) noexcept;
+
+    // Parent: a call kept a connection that was offered; the watcher closes
+    // that offer so its child end sees EOF and the pair is freed.
+    static void offer_settled() noexcept;
     // Child: asks for the connection over `fd` (its end); true when granted.
     static bool claim(int fd) noexcept;
     // Parent's exit: waits until every relay has finished, or `deadline`.
     static void wait_for_relays(std::chrono::steady_clock::time_point deadline) noexcept;
-    // Child after fork: the parent's relays are not its own.
-    static void forget_relays_in_child() noexcept;
+    // Parent, registry locked: a relay is about to start (counted at once,
+    // so an exit that races the handover still waits for it).
+    static void relay_starting() noexcept;
 
 private:
-    static void answer_claims(std::vector<ForkOffer> offers) noexcept;
+    static void watch() noexcept;
     static void answer(const ForkOffer& offer) noexcept;
+    static void start_relay(std::unique_ptr<Stream> stream, int sock) noexcept;
 };
 
 }  // namespace pg_rdma::transport

@@ -9,11 +9,11 @@ namespace pg_rdma::transport {
 
 class Stream;
 
-// Runs until the child closes its socket (then the Stream is closed in
-// order, its last bytes drained as close() drains them) or the Stream ends
-// (EOF: the socket is shut down for writing, so the child reads EOF;
-// failure: the socket is closed, so the child sees the session end).
-// Closes `sock` and destroys the Stream before returning. Blocking.
+// Runs until both directions are over, each ending as over TCP: the child
+// shutting down or closing its side becomes the Stream's Close after its
+// last byte; the server's EOF, or the Stream's failure, becomes EOF on the
+// socket after every byte that arrived before it. Then closes the Stream in
+// order (unless it failed), ends `sock` and returns. Blocking.
 void relay_stream(std::unique_ptr<Stream> stream, int sock) noexcept;
 
 }  // namespace pg_rdma::transport

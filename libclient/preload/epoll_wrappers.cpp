@@ -34,6 +34,8 @@ std::uint32_t ready_events(SocketEntry& entry, std::uint32_t wanted) noexcept {
         return (wanted & (EPOLLIN | EPOLLOUT)) != 0 ? (wanted & (EPOLLIN | EPOLLOUT)) : EPOLLIN;
     }
     if (entry.state != SocketState::Rdma) return 0;
+    // A session this forked child cannot use: said at once, not slept on.
+    if (forked_away(entry)) return EPOLLERR | EPOLLHUP;
     TransportCall inside;
     const short ev = entry.connection->poll_events(static_cast<short>(wanted & kPollable));
     const std::uint32_t got = static_cast<std::uint16_t>(ev);
@@ -101,7 +103,7 @@ int wait_ours(int epfd, epoll_event* events, int max, int timeout_ms, const sigs
 extern "C" {
 
 __attribute__((visibility("default"))) int epoll_ctl(int epfd, int op, int fd, epoll_event* event) {
-    SocketEntry* e = in_transport() ? nullptr : find_adopting(fd);
+    SocketEntry* e = in_transport() ? nullptr : SocketTable::instance().find(fd);
     if (e == nullptr) return libc().epoll_ctl(epfd, op, fd, event);
     try {
         if (e->state != SocketState::Rdma) {  // still TCP: remembered for rebind_epoll()

@@ -23,6 +23,11 @@ bool inherited(const SocketEntry& e) noexcept {
 
 // Puts `relay` under `fd` with the file flags libpq gave its socket
 // (non-blocking, close-on-exec). 0 or an errno.
+//
+// Epoll registrations of the number are forgotten, not moved: an epoll set
+// made before the fork is shared with the parent, and the child must not
+// change what the parent's set watches. (The kernel keeps the parent's
+// registration: it names the file the number had, not the number.)
 int move_under(int relay, int fd, int tcp_fd) noexcept {
     const int status = ::fcntl(tcp_fd, F_GETFL);
     if (status >= 0 && (status & O_NONBLOCK) != 0) {
@@ -31,7 +36,9 @@ int move_under(int relay, int fd, int tcp_fd) noexcept {
     }
     const int fd_flags = ::fcntl(fd, F_GETFD);
     const int dup_flags = (fd_flags >= 0 && (fd_flags & FD_CLOEXEC) != 0) ? O_CLOEXEC : 0;
-    return rebind_epoll(fd, false, [&] { return ::dup3(relay, fd, dup_flags) < 0 ? errno : 0; });
+    if (::dup3(relay, fd, dup_flags) < 0) return errno;
+    if (!EpollRegistry::instance().empty()) EpollRegistry::instance().forget_descriptor(fd);
+    return 0;
 }
 
 }  // namespace

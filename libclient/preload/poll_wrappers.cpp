@@ -27,11 +27,15 @@ using Clock = std::chrono::steady_clock;
 
 bool names_ours(const pollfd* fds, nfds_t n) noexcept {
     if (in_transport() || !SocketTable::instance().any()) return false;
-    // Every one is looked at: an inherited session is taken over on the
-    // way (inherited_session.hpp), so the wait sees what the number is now.
+    // Every one is looked at: a forked child waiting to read or write a
+    // session it inherited takes it over on the way (inherited_session.hpp),
+    // so the wait sees what the number is now.
     bool any = false;
-    for (nfds_t i = 0; i < n; ++i)
-        if (find_adopting(fds[i].fd) != nullptr) any = true;
+    for (nfds_t i = 0; i < n; ++i) {
+        const bool to_move_bytes = (fds[i].events & (POLLIN | POLLOUT)) != 0;
+        if ((to_move_bytes ? find_adopting(fds[i].fd) : SocketTable::instance().find(fds[i].fd)) != nullptr)
+            any = true;
+    }
     return any;
 }
 
@@ -149,11 +153,12 @@ bool sets_name_ours(int nfds, const fd_set* r, const fd_set* w, const fd_set* x)
     if (in_transport() || !SocketTable::instance().any()) return false;
     const int top = nfds < FD_SETSIZE ? nfds : FD_SETSIZE;
     bool any = false;  // every one, as in names_ours()
-    for (int fd = 0; fd < top; ++fd)
-        if (((r != nullptr && FD_ISSET(fd, r)) || (w != nullptr && FD_ISSET(fd, w)) ||
-             (x != nullptr && FD_ISSET(fd, x))) &&
-            find_adopting(fd) != nullptr)
+    for (int fd = 0; fd < top; ++fd) {
+        const bool to_move_bytes = (r != nullptr && FD_ISSET(fd, r)) || (w != nullptr && FD_ISSET(fd, w));
+        if (to_move_bytes ? find_adopting(fd) != nullptr
+                          : (x != nullptr && FD_ISSET(fd, x) && SocketTable::instance().find(fd) != nullptr))
             any = true;
+    }
     return any;
 }
 

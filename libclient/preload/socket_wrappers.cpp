@@ -25,6 +25,14 @@ namespace {
 // The entry of `fd` when this call is ours to handle, else nullptr.
 SocketEntry* ours(int fd) noexcept {
     if (in_transport()) return nullptr;
+    return SocketTable::instance().find(fd);
+}
+
+// The same for a data call: a forked child moving bytes on a session it
+// inherited takes it over first (inherited_session.hpp). Socket-level
+// queries and shutdown do not: they say nothing of who will use it.
+SocketEntry* ours_for_data(int fd) noexcept {
+    if (in_transport()) return nullptr;
     return find_adopting(fd);
 }
 
@@ -132,7 +140,7 @@ __attribute__((visibility("default"))) int close(int fd) {
 }
 
 __attribute__((visibility("default"))) ssize_t recv(int fd, void* buf, size_t len, int flags) {
-    SocketEntry* e = ours(fd);
+    SocketEntry* e = ours_for_data(fd);
     if (e == nullptr || passes_through(*e)) return libc().recv(fd, buf, len, flags);
     if ((flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL)) != 0) {
         errno = EOPNOTSUPP;  // MSG_PEEK, MSG_WAITALL...: not on an RDMA session
@@ -142,7 +150,7 @@ __attribute__((visibility("default"))) ssize_t recv(int fd, void* buf, size_t le
 }
 
 __attribute__((visibility("default"))) ssize_t send(int fd, const void* buf, size_t len, int flags) {
-    SocketEntry* e = ours(fd);
+    SocketEntry* e = ours_for_data(fd);
     if (e == nullptr || passes_through(*e)) return libc().send(fd, buf, len, flags);
     if ((flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE)) != 0) {
         errno = EOPNOTSUPP;
@@ -152,26 +160,26 @@ __attribute__((visibility("default"))) ssize_t send(int fd, const void* buf, siz
 }
 
 __attribute__((visibility("default"))) ssize_t read(int fd, void* buf, size_t len) {
-    SocketEntry* e = ours(fd);
+    SocketEntry* e = ours_for_data(fd);
     if (e == nullptr || passes_through(*e)) return libc().read(fd, buf, len);
     return conn_read(*e, buf, len);
 }
 
 __attribute__((visibility("default"))) ssize_t write(int fd, const void* buf, size_t len) {
-    SocketEntry* e = ours(fd);
+    SocketEntry* e = ours_for_data(fd);
     if (e == nullptr || passes_through(*e)) return libc().write(fd, buf, len);
     return conn_write(*e, buf, len);
 }
 
 __attribute__((visibility("default"))) ssize_t readv(int fd, const iovec* iov, int iovcnt) {
-    SocketEntry* e = ours(fd);
+    SocketEntry* e = ours_for_data(fd);
     if (e == nullptr || passes_through(*e)) return libc().readv(fd, iov, iovcnt);
     if (iovcnt <= 0 || iov == nullptr) return conn_read(*e, nullptr, 0);
     return conn_read(*e, iov[0].iov_base, iov[0].iov_len);  // a short read is allowed
 }
 
 __attribute__((visibility("default"))) ssize_t writev(int fd, const iovec* iov, int iovcnt) {
-    SocketEntry* e = ours(fd);
+    SocketEntry* e = ours_for_data(fd);
     if (e == nullptr || passes_through(*e)) return libc().writev(fd, iov, iovcnt);
     if (e->state != SocketState::Rdma) return failed_io(*e);
     TransportCall inside;

@@ -1,5 +1,7 @@
 #include "fake_link.hpp"
 
+#include <catch2/catch.hpp>
+
 #include <arpa/inet.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -166,5 +168,28 @@ protocol::XferMemory FakeLink::rx_ring_announcement() const {
 
 FakePair::FakePair(const Settings& sa, const Settings& sb)
     : a(std::make_unique<FakeLink>(wire, 0, sa)), b(std::make_unique<FakeLink>(wire, 1, sb)) {}
+
+std::unique_ptr<Streams> establish(const Settings& sa, const Settings& sb) {
+    using Step = transport::Stream::SetupStep;
+    auto s = std::make_unique<Streams>(Streams{FakePair(sa, sb), nullptr, nullptr, nullptr, nullptr});
+    s->link_a = s->pair.a.get();
+    s->link_b = s->pair.b.get();
+    transport::Error err;
+    s->a = transport::Stream::start(std::move(s->pair.a), transport::Role::Active, err);
+    REQUIRE(s->a);
+    s->b = transport::Stream::start(std::move(s->pair.b), transport::Role::Passive, err);
+    REQUIRE(s->b);
+    auto done_a = Step::InProgress, done_b = Step::InProgress;
+    for (int i = 0; i < 100 && (done_a != Step::Done || done_b != Step::Done); ++i) {
+        if (done_a != Step::Done) done_a = s->a->handshake_step(err);
+        if (done_b != Step::Done) done_b = s->b->handshake_step(err);
+        INFO(err.message);
+        REQUIRE(done_a != Step::Failed);
+        REQUIRE(done_b != Step::Failed);
+    }
+    REQUIRE(done_a == Step::Done);
+    REQUIRE(done_b == Step::Done);
+    return s;
+}
 
 }  // namespace pg_rdma::test

@@ -19,6 +19,7 @@
 
 #include "transport/event_set.hpp"
 #include "transport/link.hpp"
+#include "transport/stream.hpp"
 
 namespace pg_rdma::test {
 
@@ -92,5 +93,15 @@ struct FakePair {
     std::unique_ptr<FakeLink> a, b;
     explicit FakePair(const Settings& sa = Settings{}, const Settings& sb = Settings{});
 };
+
+// Two Streams over a FakePair, established: both ends through the whole
+// handshake, stepped alternately in this thread (Catch2 REQUIREs on failure).
+struct Streams {
+    FakePair pair;
+    FakeLink* link_a;
+    FakeLink* link_b;
+    std::unique_ptr<transport::Stream> a, b;
+};
+std::unique_ptr<Streams> establish(const Settings& sa = Settings{}, const Settings& sb = Settings{});
 
 }  // namespace pg_rdma::test

@@ -21,36 +21,6 @@ using pg_rdma::transport::Stream;
 
 namespace {
 
-struct Streams {
-    FakePair pair;
-    FakeLink* link_a;
-    FakeLink* link_b;
-    std::unique_ptr<Stream> a, b;
-};
-
-// Both ends through the whole handshake, stepped alternately in this thread.
-std::unique_ptr<Streams> establish(const Settings& sa = Settings{}, const Settings& sb = Settings{}) {
-    auto s = std::make_unique<Streams>(Streams{FakePair(sa, sb), nullptr, nullptr, nullptr, nullptr});
-    s->link_a = s->pair.a.get();
-    s->link_b = s->pair.b.get();
-    Error err;
-    s->a = Stream::start(std::move(s->pair.a), Role::Active, err);
-    REQUIRE(s->a);
-    s->b = Stream::start(std::move(s->pair.b), Role::Passive, err);
-    REQUIRE(s->b);
-    auto done_a = Stream::SetupStep::InProgress, done_b = Stream::SetupStep::InProgress;
-    for (int i = 0; i < 100 && (done_a != Stream::SetupStep::Done || done_b != Stream::SetupStep::Done); ++i) {
-        if (done_a != Stream::SetupStep::Done) done_a = s->a->handshake_step(err);
-        if (done_b != Stream::SetupStep::Done) done_b = s->b->handshake_step(err);
-        INFO(err.message);
-        REQUIRE(done_a != Stream::SetupStep::Failed);
-        REQUIRE(done_b != Stream::SetupStep::Failed);
-    }
-    REQUIRE(done_a == Stream::SetupStep::Done);
-    REQUIRE(done_b == Stream::SetupStep::Done);
-    return s;
-}
-
 Settings small_rings() {
     Settings s;
     s.rx_buffer_size = 16 * 1024;

@@ -120,13 +120,15 @@ echo "ok: pg_basebackup -X fetch over RDMA"
 mkdir "$work/wal"
 LD_PRELOAD=$so "$bin/pg_receivewal" -d "$rdma with_rsocket=require" -D "$work/wal" 2>"$work/err" &
 receiver=$!
-for _ in $(seq 100); do grep -qx "pg_receivewal rdma" "$seen" && break; sleep 0.1; done
-pg_cluster_psql -c 'select pg_switch_wal()' >/dev/null
-sleep 1
+# Done once it has written WAL (its first file appears when the first WAL
+# arrives: seconds after it connects in the emulated guest), not after a
+# fixed sleep.
+wal_written() { ls "$work/wal" | grep -q .; }
+switch_and_look() { pg_cluster_psql -c 'select pg_switch_wal()' >/dev/null; sleep 0.5; wal_written; }
+wait_for 60 switch_and_look || { kill -INT $receiver; fail "pg_receivewal wrote no WAL: $(cat "$work/err")"; }
 kill -INT $receiver
 wait $receiver || true
 saw pg_receivewal
-ls "$work/wal" | grep -q . || fail "pg_receivewal wrote no WAL: $(cat "$work/err")"
 echo "ok: pg_receivewal over RDMA"
 
 # 7. psql: the conf/ service sample (an explicit port beats the section's),

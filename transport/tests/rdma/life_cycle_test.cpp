@@ -330,3 +330,70 @@ TEST_CASE("a parent that uses its connection after fork keeps it and the child's
         (void)peer_process;
     });
 }
+
+TEST_CASE("a relayed session ends as the server ends it: every byte it sent first, then EOF",
+          "[rdma][lifecycle][fork]") {
+    // A walsender that sends its last message (a FATAL, say) and exits: the
+    // child must read all of it before it sees the end, as over TCP.
+    constexpr std::size_t kLastBytes = 1024 * 1024;
+    Pipe adopted;
+    const auto peer = [&](Connection& conn) -> int {
+        adopted.recv_u32();
+        if (!write_pattern(conn, kLastBytes, kSeed + 4)) return 1;
+        return conn.close() == 0 ? 0 : 2;  // and gone
+    };
+    with_peer(Settings{}, peer, [&](Connection& conn, PeerProcess&) {
+        const int status = in_forked_child([&]() -> int {
+            const int sock = conn.adopt_in_child();
+            if (sock < 0) return 10;
+            adopted.send_u32(1);
+            std::vector<std::uint8_t> got;
+            std::uint8_t buf[64 * 1024];
+            for (;;) {
+                const ssize_t n = recv(sock, buf, sizeof buf, 0);
+                if (n < 0) return 11;
+                if (n == 0) break;  // EOF only after the last byte
+                got.insert(got.end(), buf, buf + n);
+            }
+            if (got.size() != kLastBytes || !check_pattern(got.data(), got.size(), kSeed + 4)) return 12;
+            close(sock);
+            return 0;
+        });
+        CHECK(status == 0);
+    });
+}
+
+TEST_CASE("a relayed session whose child is killed ends in order for the server", "[rdma][lifecycle][fork]") {
+    // pg_basebackup's WAL streamer killed: the server must see the session
+    // end (EOF after the bytes the child had sent), not hang or fail.
+    Pipe adopted;
+    const auto peer = [&](Connection& conn) -> int {
+        adopted.recv_u32();
+        if (!read_pattern(conn, 64 * 1024, kSeed + 5)) return 1;
+        return read_eof(conn) ? 0 : 2;
+    };
+    with_peer(Settings{}, peer, [&](Connection& conn, PeerProcess&) {
+        int ready[2];
+        REQUIRE(pipe(ready) == 0);
+        const pid_t child = fork();
+        if (child == 0) {
+            const int sock = conn.adopt_in_child();
+            if (sock < 0) std::_Exit(10);
+            std::vector<std::uint8_t> out(64 * 1024);
+            fill_pattern(out.data(), out.size(), kSeed + 5);
+            if (send(sock, out.data(), out.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(out.size())) std::_Exit(11);
+            (void)!write(ready[1], "x", 1);
+            pause();  // killed here, the socket still open
+            std::_Exit(12);
+        }
+        char byte = 0;
+        REQUIRE(read(ready[0], &byte, 1) == 1);
+        adopted.send_u32(1);
+        kill(child, SIGKILL);
+        int st = 0;
+        waitpid(child, &st, 0);
+        CHECK(WIFSIGNALED(st));
+        close(ready[0]);
+        close(ready[1]);
+    });
+}
