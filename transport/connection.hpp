@@ -77,7 +77,8 @@
 //     and its exit waits (bounded by close_drain_timeout) for the relay to
 //     finish the child's last bytes. The stream lives as long as the
 //     parent does.
-// The offer goes to the processes of the latest fork only. Every call made
+// A connection whose offer is still open is not offered again by a later
+// fork, and a grandchild never inherits its parent's offer. Every call made
 // directly on the object in a child fails with EBADF (fd() is -1),
 // destroying the inherited object leaves the parent's queue pair alone, and
 // the child's exit handler does not touch it. (A child made by fork() or
