@@ -31,10 +31,6 @@ constexpr Millis kDestructorRetryMs{1};
 // that exited just before has its last bytes drained within the default
 // close_drain_timeout; a child still streaming loses its session.
 constexpr Millis kRelayExitWait = Settings{}.close_drain_timeout;
-// How long a call waits for fork()'s offer to let go of the connection: it
-// holds it for a socketpair() call. Bounded, so that a signal handler
-// interrupting the offer on the same thread fails (EIO) instead of hanging.
-constexpr Millis kOfferWaitLimit{10};
 
 // Connections this process owns, for the exit handler. Deliberately leaked:
 // it must outlive every static destructor that might run before atexit
@@ -191,6 +187,9 @@ Connection::~Connection() {
     // First, so that neither the exit drain nor a fork's watcher can find
     // it from here on (a watcher that already took the stream left null).
     unregister_connection(this);
+    // An open offer of it is void now: the watcher closes it.
+    if ((fork_state_.load(std::memory_order_acquire) & ForkHandover::kStateMask) == ForkHandover::kOffered)
+        ForkHandover::offer_settled();
     if (current_pid() == owner_pid_) {
         // Wait, bounded, for a call another thread is inside (or the exit
         // drain holding it) to end. If it does not, leave the stream to the
@@ -241,11 +240,11 @@ bool Connection::keep_after_fork() noexcept {
 }
 
 bool Connection::wait_out_fork_offer() noexcept {
-    const auto give_up = std::chrono::steady_clock::now() + kOfferWaitLimit;
-    while (offering_.load(std::memory_order_acquire)) {
-        if (std::chrono::steady_clock::now() > give_up) return false;
-        std::this_thread::yield();
-    }
+    const pid_t offering = offering_.load(std::memory_order_acquire);
+    if (offering == 0 || offering == ::gettid()) return false;
+    // The offer holds in_use_ for one socketpair() call; its thread may be
+    // descheduled meanwhile, so no time limit.
+    while (offering_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
     return in_use_.try_lock();
 }
 

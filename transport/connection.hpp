@@ -182,7 +182,9 @@ private:
     // (false once a child took it). Called with in_use_ held.
     bool keep_after_fork() noexcept;
     // A call that found in_use_ held by fork()'s offer (offering_) waits for
-    // it (microseconds) instead of failing; true once it holds in_use_.
+    // it (a socketpair() call) instead of failing; true once it holds
+    // in_use_. A call from the offering thread itself (a signal handler that
+    // interrupted the fork) fails at once.
     bool wait_out_fork_offer() noexcept;
     [[nodiscard]] bool handed_to_child() const noexcept;
     // The watcher's side of a child's claim (fork_handover.hpp), each under
@@ -200,9 +202,10 @@ private:
     // generation << 2 | ForkState (connection.cpp): whether the latest
     // fork's offer is open, kept by this process, or taken by a child.
     std::atomic<std::uint64_t> fork_state_{0};
-    // Set while fork()'s prepare handler looks at this connection under
-    // in_use_: another thread's call is then only delayed, not refused.
-    std::atomic<bool> offering_{false};
+    // The thread (its kernel id) of fork()'s prepare handler while it looks
+    // at this connection under in_use_, else 0: another thread's call is
+    // then only delayed, not refused.
+    std::atomic<pid_t> offering_{0};
     // In a child: its end of the offer made at its fork (-1: none), and
     // that socket's inode, so a number the program closed and reused for
     // another file is never written to or closed.

@@ -25,9 +25,9 @@ namespace {
 constexpr char kClaim = 'C';
 constexpr char kGranted = 'Y';
 constexpr char kRefused = 'N';
-// How long a child waits for its parent's answer. The watcher thread does
-// nothing else, so it answers at once unless the parent is stopped.
-constexpr std::chrono::milliseconds kClaimAnswerTimeout{10'000};
+// After a poll() failure other than EINTR, the watcher waits this long
+// before it tries again, rather than spin.
+constexpr std::chrono::milliseconds kWatchRetryInterval{10};
 // How often the exit handler looks at the relay count.
 constexpr std::chrono::milliseconds kRelayPollInterval{5};
 
@@ -77,6 +77,7 @@ void close_quietly(int& fd) noexcept {
 // Ends a socket for its peer even when a later fork's child holds a copy of
 // this end (close() alone would then deliver no EOF).
 void end_socket(int fd) noexcept {
+    if (fd < 0) return;
     (void)::shutdown(fd, SHUT_RDWR);
     ::close(fd);
 }
@@ -105,9 +106,9 @@ bool ForkHandover::offer(Connection& c, ForkOffer& out) noexcept {
     // that starts after this keeps the connection (kOwned), and the
     // watcher's compare-and-swap then refuses the child. offering_ makes a
     // call that meets the lock held here wait instead of failing.
-    c.offering_.store(true, std::memory_order_release);
+    c.offering_.store(::gettid(), std::memory_order_release);
     if (!c.in_use_.try_lock()) {
-        c.offering_.store(false, std::memory_order_release);
+        c.offering_.store(0, std::memory_order_release);
         return false;
     }
     const std::uint64_t state = c.fork_state_.load(std::memory_order_acquire);
@@ -121,7 +122,7 @@ bool ForkHandover::offer(Connection& c, ForkOffer& out) noexcept {
         out = ForkOffer{&c, generation, pair[0], pair[1]};
     }
     c.in_use_.unlock();
-    c.offering_.store(false, std::memory_order_release);
+    c.offering_.store(0, std::memory_order_release);
     return offerable;
 }
 
@@ -147,16 +148,17 @@ void ForkHandover::parent_after_fork(std::vector<ForkOffer>& offers) noexcept {
         }
         // Unserved, an offer is closed: its child end sees EOF, a claim is
         // refused, and the parent keeps its connection.
-        for (ForkOffer& o : offers) close_quietly(o.parent_fd);
+        for (ForkOffer& o : offers) end_socket(std::exchange(o.parent_fd, -1));
         if (queued && !w.running) {
             w.running = start_quiet_thread([] { watch(); });
             if (!w.running) {  // no thread: nobody serves any of them
-                for (ForkOffer& o : w.offers) close_quietly(o.parent_fd);
+                for (ForkOffer& o : w.offers) end_socket(std::exchange(o.parent_fd, -1));
                 w.offers.clear();
             }
-        } else if (queued) {
-            wake(w.wake_fd.load());
         }
+        // A call may have kept a connection between the offer and now,
+        // before any watcher could be woken: have it look at once.
+        if (queued && w.running) wake(w.wake_fd.load());
     }
     w.lock.unlock();
 }
@@ -202,12 +204,15 @@ void ForkHandover::watch() noexcept {
         } catch (...) {
             // Out of memory: give every offer up (the parents keep them).
             const std::lock_guard guard(w.lock);
-            for (ForkOffer& o : w.offers) close_quietly(o.parent_fd);
+            for (ForkOffer& o : w.offers) end_socket(std::exchange(o.parent_fd, -1));
             w.offers.clear();
             w.running = false;
             return;
         }
-        if (::poll(fds.data(), fds.size(), -1) < 0) continue;  // EINTR
+        if (::poll(fds.data(), fds.size(), -1) < 0) {
+            if (errno != EINTR) std::this_thread::sleep_for(kWatchRetryInterval);
+            continue;
+        }
         const bool woken = (fds[0].revents & POLLIN) != 0;
         if (woken) {
             std::uint64_t count = 0;
@@ -215,12 +220,15 @@ void ForkHandover::watch() noexcept {
         }
         for (std::size_t i = 0; i < list.size(); ++i) {
             const ForkOffer& o = list[i];
-            if ((fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+            if ((fds[i + 1].revents & POLLNVAL) != 0) {
+                // The program closed our end (a closefrom()): forget it, and
+                // never close a number that may be another file's by now.
+                remove_offer(o.parent_fd);
+            } else if ((fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
                 if (remove_offer(o.parent_fd)) answer(o);
             } else if (woken && !Connection::offer_open(o.connection, o.generation)) {
                 // The parent kept it: the child end sees EOF, a claim is refused.
-                int fd = o.parent_fd;
-                if (remove_offer(fd)) close_quietly(fd);
+                if (remove_offer(o.parent_fd)) end_socket(o.parent_fd);
             }
         }
     }
@@ -232,7 +240,7 @@ void ForkHandover::answer(const ForkOffer& offer) noexcept {
     int fd = offer.parent_fd;
     char byte = 0;
     if (::recv(fd, &byte, 1, MSG_DONTWAIT) != 1 || byte != kClaim) {
-        close_quietly(fd);
+        end_socket(fd);
         return;
     }
     std::unique_ptr<Stream> stream = Connection::give_to_child(offer.connection, offer.generation);
@@ -275,17 +283,15 @@ void ForkHandover::start_relay(std::unique_ptr<Stream> stream, int sock) noexcep
 bool ForkHandover::claim(int fd) noexcept {
     const char ask = kClaim;
     if (::send(fd, &ask, 1, MSG_NOSIGNAL) != 1) return false;
-    const auto deadline = std::chrono::steady_clock::now() + kClaimAnswerTimeout;
+    // No time limit, as a read on a socket has none: the watcher answers at
+    // once unless the parent is stopped, and a parent that dies closes its
+    // end (EOF). A child that gave up after a grant would cost the parent
+    // its session.
+    char reply = 0;
     for (;;) {
-        const auto left =
-            std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
-        if (left <= 0) return false;
-        pollfd p{fd, POLLIN, 0};
-        const int ready = ::poll(&p, 1, static_cast<int>(left));
-        if (ready < 0 && errno == EINTR) continue;
-        if (ready != 1) return false;
-        char reply = 0;
-        return ::recv(fd, &reply, 1, 0) == 1 && reply == kGranted;
+        const ssize_t n = ::recv(fd, &reply, 1, 0);
+        if (n < 0 && errno == EINTR) continue;
+        return n == 1 && reply == kGranted;
     }
 }
 

@@ -71,13 +71,14 @@ bool forked_away(const SocketEntry& entry) noexcept {
     static std::atomic<pid_t> warned{0};
     const pid_t self = getpid();
     if (warned.exchange(self) != self) {
-        char line[512];
+        char line[640];
         const int n = std::snprintf(
             line, sizeof line,
             "libpq_rdma: process %d cannot use an RDMA connection made before it was forked: a queue pair "
-            "does not follow fork(), and the parent did not hand it over (it used the connection after the "
-            "fork, or another child took it). Make the connection in the process that uses it, or connect "
-            "with with_rsocket=false\n",
+            "does not follow fork(). A child takes such a connection over only by reading, writing or "
+            "waiting in poll/select on it before its parent uses it again (not through an epoll set made "
+            "before the fork). Make the connection in the process that uses it, or connect with "
+            "with_rsocket=false\n",
             static_cast<int>(self));
         // Straight to the kernel: this library wraps write().
         if (n > 0) (void)!syscall(SYS_write, 2, line, static_cast<std::size_t>(n) < sizeof line ? n : sizeof line - 1);

@@ -21,8 +21,8 @@ namespace pg_rdma::client {
 SocketEntry* find_adopting(int fd) noexcept;
 
 // True (and one line on stderr, once per process) when `entry` is an RDMA
-// session made before this process was forked that the parent did not hand
-// over: every call here fails with EBADF. The line names the way out, since
+// session made before this process was forked that this process did not
+// take over (find_adopting): every call here fails with EBADF. The line names the way out, since
 // libpq's own message would only say "Bad file descriptor".
 bool forked_away(const SocketEntry& entry) noexcept;
 
