@@ -17,6 +17,8 @@ import json
 import os
 import sys
 
+import ratio_chart
+
 MIB = 1024 * 1024
 PINNED_BUDGET_BYTES = 512 * 1024
 # Host load per core above which the guest's vCPUs were likely descheduled
@@ -24,6 +26,10 @@ PINNED_BUDGET_BYTES = 512 * 1024
 BUSY_HOST_LOAD_PER_CORE = 0.5
 
 LAT_SIZES = [64, 1024, 4096, 16384, 65536]
+# transport_bench's warm-up before the timed part (run-transport-bench.sh):
+# its CPU time is in the process's, so its messages and bytes count too.
+OURS_WARMUP_ROUND_TRIPS = 20
+OURS_WARMUP_BYTES = 4 * MIB
 PERFTEST_FLOOR_SIZE = 2  # ib_write_lat only
 BW_SIZES = [4096, 65536, 1048576]
 
@@ -121,9 +127,36 @@ def round_dirs(raw):
     return [os.path.join(raw, n) for n in sorted(names, key=lambda n: int(n[1:]))]
 
 
+def cpu_seconds(round_dir, log_name, size):
+    """User + system time of the client and the server of one measurement
+    (TOOL-SIZE.{client,server}.cpu: bash's `times` for their children,
+    "XmY.YYYs XmY.YYYs"); None when either is missing."""
+    total = 0.0
+    for side in ("client", "server"):
+        lines = read_lines(os.path.join(round_dir, "%s-%d.%s.cpu" % (log_name, size, side)))
+        if not lines:
+            return None
+        for tok in lines[0].split():
+            minutes, _, seconds = tok.rstrip("s").partition("m")
+            try:
+                total += float(minutes) * 60 + float(seconds)
+            except ValueError:
+                return None
+    return total
+
+
+def planned_messages(round_dir, log_name, size):
+    """rstream's message count, which it does not print (TOOL-SIZE.plan)."""
+    for line in read_lines(os.path.join(round_dir, "%s-%d.plan" % (log_name, size))):
+        if line.startswith("messages="):
+            return int(line.split("=", 1)[1])
+    return None
+
+
 def best_of_rounds(rounds, log_name, size, parse, metric, lower_is_better):
-    """The best round's figures, plus `round` (1-based) and `all_rounds`
-    (the metric in each round, null where it failed); None if all failed."""
+    """The best round's figures, plus `round` (1-based), `all_rounds`
+    (the metric in each round, null where it failed), and that round's
+    `cpu_s` and `planned_messages`; None if all failed."""
     results = [parse(read_lines(os.path.join(d, "%s-%d.client.log" % (log_name, size))), size)
                for d in rounds]
     measured = [(r[metric], i, r) for i, r in enumerate(results) if r is not None]
@@ -132,7 +165,9 @@ def best_of_rounds(rounds, log_name, size, parse, metric, lower_is_better):
     pick = min if lower_is_better else max
     _, index, best = pick(measured, key=lambda m: m[0])
     return best | {"round": index + 1,
-                   "all_rounds": [None if r is None else r[metric] for r in results]}
+                   "all_rounds": [None if r is None else r[metric] for r in results],
+                   "cpu_s": cpu_seconds(rounds[index], log_name, size),
+                   "planned_messages": planned_messages(rounds[index], log_name, size)}
 
 
 # tool key -> (log name, parser, metric used to pick the best round)
@@ -171,10 +206,41 @@ def verdict(value, limit, op):
     return "met" if ok else "missed"
 
 
+def per_unit(cpu_s, units, scale):
+    return None if cpu_s is None or not units else round(cpu_s * scale / units, 3)
+
+
+def latency_messages(tool, result):
+    """Messages both processes handled: a round trip is two."""
+    if result is None:
+        return None
+    if tool in ("ours", "ours_spin", "tcp"):
+        return 2 * (result["iters"] + OURS_WARMUP_ROUND_TRIPS)
+    if tool == "ib_write_lat":
+        return 2 * result["iters"]
+    return result.get("planned_messages")
+
+
+def bandwidth_mib(tool, result, size):
+    if result is None:
+        return None
+    if tool in ("ours", "ours_spin", "tcp"):
+        return (result["messages"] * size + OURS_WARMUP_BYTES) / MIB
+    if tool == "ib_write_bw":
+        return result["iters"] * size / MIB
+    planned = result.get("planned_messages")
+    return None if planned is None else planned * size / MIB
+
+
 def latency_row(rounds, size):
     row = {"size": size}
     for tool, (log, parse, metric) in LATENCY_TOOLS.items():
         row[tool] = best_of_rounds(rounds, log, size, parse, metric, lower_is_better=True)
+        if row[tool] is not None:
+            # CPU of client and server together per message: what a
+            # message costs, busy-polling tools included (they burn a core
+            # per process whatever the load).
+            row[tool]["cpu_us_per_message"] = per_unit(row[tool]["cpu_s"], latency_messages(tool, row[tool]), 1e6)
     ib_typ = field(row["ib_write_lat"], "typical_us")
     r = {"ours_p50_over_ib_write_lat_typical": ratio(field(row["ours"], "p50_us"), ib_typ),
          "ours_avg_over_rstream_avg":
@@ -194,6 +260,8 @@ def bandwidth_row(rounds, size):
     row = {"size": size}
     for tool, (log, parse, metric) in BANDWIDTH_TOOLS.items():
         row[tool] = best_of_rounds(rounds, log, size, parse, metric, lower_is_better=False)
+        if row[tool] is not None:
+            row[tool]["cpu_ms_per_mib"] = per_unit(row[tool]["cpu_s"], bandwidth_mib(tool, row[tool], size), 1e3)
     mine = field(row["ours"], "MiBps")
     ib = field(row["ib_write_bw"], "MiBps")
     r = {"ours_over_ib_write_bw": ratio(mine, ib),
@@ -301,6 +369,52 @@ def print_bandwidth(rows):
          for r in rows])
 
 
+def print_cpu(lat, bw):
+    print_table(
+        "CPU per message, us (client + server process, user + system; latency runs)",
+        ["size", "ours", "spin", "tcp", "ib_write_lat", "rstream"],
+        [[size_label(r["size"])] + [num(field(r[t], "cpu_us_per_message"))
+                                    for t in ("ours", "ours_spin", "tcp", "ib_write_lat", "rstream")]
+         for r in lat if r["size"] != PERFTEST_FLOOR_SIZE])
+    print_table(
+        "CPU per MiB moved, ms (client + server process, user + system; bandwidth runs)",
+        ["size", "ours", "spin", "tcp", "ib_write_bw", "rstream"],
+        [[size_label(r["size"])] + [num(field(r[t], "cpu_ms_per_mib"))
+                                    for t in ("ours", "ours_spin", "tcp", "ib_write_bw", "rstream")]
+         for r in bw])
+
+
+def draw_chart(lat, bw, png):
+    """The ratios that have targets, each bar green where it meets it."""
+    bars = []
+    for r in lat:
+        if r["size"] == PERFTEST_FLOOR_SIZE:
+            continue
+        value = r["ratios"]["ours_p50_over_ib_write_lat_typical"]
+        if value is not None:
+            bars.append(("latency %s: ours p50 / ib_write_lat" % size_label(r["size"]), value,
+                         value <= TARGET_LAT_VS_IB))
+        value = r["ratios"]["ours_avg_over_rstream_avg"]
+        if value is not None:
+            bars.append(("latency %s: ours / rstream" % size_label(r["size"]), value,
+                         value < TARGET_LAT_VS_RSTREAM))
+    for r in bw:
+        value = r["ratios"]["ours_over_ib_write_bw"]
+        if value is not None:
+            bars.append(("bandwidth %s: ours / ib_write_bw" % size_label(r["size"]), value,
+                         value >= TARGET_BW_VS_IB))
+        value = r["ratios"]["ours_over_rstream"]
+        if value is not None:
+            bars.append(("bandwidth %s: ours / rstream" % size_label(r["size"]), value,
+                         value > TARGET_BW_VS_RSTREAM))
+    return ratio_chart.draw(
+        bars, png,
+        "pg_rdma transport against raw verbs (perftest) and rsocket, one Soft-RoCE guest run\\n"
+        "green: target met (latency <= %.1fx ib_write_lat and below rstream; bandwidth >= %.1fx "
+        "ib_write_bw and above rstream)" % (TARGET_LAT_VS_IB, TARGET_BW_VS_IB),
+        "ratio")
+
+
 def print_pinned(pinned):
     if pinned is None:
         print("Pinned memory per connection: - (transport_bench settings failed)")
@@ -355,14 +469,20 @@ def main(argv):
                       "NICs; compare the ratios.",
               "latency": lat, "bandwidth": bw, "pinned_memory": pinned,
               "raw_logs": os.path.abspath(raw)}
+    png = out_json[:-5] + ".png" if out_json.endswith(".json") else out_json + ".png"
+    if draw_chart(lat, bw, png):
+        report["chart"] = png
     with open(out_json, "w", encoding="utf-8") as f:
         json.dump(report, f, indent=2)
         f.write("\n")
     print_header(env)
     print_latency(lat)
     print_bandwidth(bw)
+    print_cpu(lat, bw)
     print_pinned(pinned)
     print_warnings(lat, bw, env)
+    if "chart" in report:
+        print("chart: %s" % report["chart"])
     print("raw logs: %s" % os.path.abspath(raw))
     return 0
 

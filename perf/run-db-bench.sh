@@ -5,14 +5,15 @@
 # regress/rxe-guest, which exports RXE_DEV and RXE_IP and sets ulimit -l
 # unlimited). Starts PostgreSQL 15 with the built pg_rdma (regress/pg) and
 # measures, over RDMA (libpq_rdma.so, with_rsocket=require) and over TCP
-# (plain libpq) to the same server and address, each pair back to back:
+# (plain libpq) to the same server and address, each figure twice per
+# transport in the order TCP, RDMA, RDMA, TCP, after a CHECKPOINT:
 #   pgbench -S, 1 client (latency, tps) and 8 clients (tps); TPC-B-like, 8
 #   clients (tps); pgbench -S -C (a new connection per transaction);
 #   COPY out and in of a table of about 110 MB, pg_dump of it, in MB/s;
-#   pg_basebackup (tar, -X fetch) of the whole cluster (over 200 MB), MB/s;
-#   CPU time of the client process and of the server (the postmaster and
-#   every backend, from /proc) per MB (COPY out) and per transaction
-#   (pgbench -S, 1 client);
+#   pg_basebackup (tar, default -X stream) of the whole cluster, MB/s;
+#   CPU time of the client process tree, of the server's backends (what the
+#   postmaster reaped) and of the whole guest (kernel and rxe included),
+#   per MB and per transaction;
 # and ib_write_bw at 1 MiB on RXE_DEV, the device's ceiling, to say what
 # fraction of it each bulk transfer reached. perf/db_report.py prints the
 # table, writes OUT_JSON (default perf/results/db-<UTC time>.json) and a PNG
@@ -41,19 +42,21 @@ readonly BUILD OUT_JSON RAW SO
 
 # --- what is measured ----------------------------------------------------------
 readonly PGBENCH_SECONDS=${PG_RDMA_DB_BENCH_SECONDS:-10}
-readonly PGBENCH_SCALE=5             # ~75 MB of pgbench tables
+readonly PGBENCH_SCALE=8             # ~120 MB of pgbench tables; 8 branches for 8 clients
 readonly COPY_ROWS=1100000           # ~110 MB of COPY text (~100 B a row)
 readonly MANY_CLIENTS=8 THREADS=2    # the guest has 2 vCPUs
 readonly IB_BW_SIZE=$((1 << 20)) IB_BW_BYTES=$((256 << 20))
-readonly STEP_TIMEOUT_S=600          # any one client run
+readonly STEP_TIMEOUT_S=120          # any one client run (a pgbench run takes PGBENCH_SECONDS)
 readonly PERFTEST_PORT=18515 LISTEN_WAIT_S=30
 PG_CLUSTER_PORT=54500  # regress/pg reads it
 
 say() { echo "bench: $*" >&2; }
 FAILED=()
-RESULTS=''  # key value lines, read by db_report.py
+RESULTS=''  # "key value" lines, read by db_report.py
 
 record() { echo "$1 $2" >>"$RESULTS"; }
+# ratio A B [SCALE] [DIGITS]: A * SCALE / B, or nothing when B is 0.
+ratio() { awk -v a="$1" -v b="$2" -v k="${3:-1}" -v d="${4:-2}" 'BEGIN { if (b > 0) printf "%.*f", d, a * k / b }'; }
 
 # --- the server ------------------------------------------------------------------
 # shellcheck source=regress/pg/cluster.sh
@@ -62,106 +65,139 @@ record() { echo "$1 $2" >>"$RESULTS"; }
 start_server() {
   # fsync off: the guest's disk is RAM, and both transports meet the same
   # server; the figures are about moving bytes, not about durability.
+  # autovacuum off: a vacuum set off by one step's writes must not land in
+  # the next step's timing (VACUUM runs once, outside any timing).
   pg_cluster_init "$(mktemp -d /tmp/pg_rdma-dbbench.XXXXXX)" "$BUILD" \
-    "fsync = off" "shared_buffers = 256MB" "max_wal_size = 2GB" "log_connections = off" \
-    "log_disconnections = off" || return 1
+    "fsync = off" "shared_buffers = 256MB" "max_wal_size = 2GB" "autovacuum = off" \
+    "log_connections = off" "log_disconnections = off" || return 1
   pg_cluster_start || return 1
   pg_cluster_set_password postgres secret || return 1
   pg_cluster_psql -c 'create extension pg_rdma' >/dev/null
 }
 
-# CPU ticks the whole server used so far: the postmaster, what it reaped
-# from exited backends (cutime, cstime) and every live child.
-server_ticks() {
-  local pm total=0 pid
-  pm=$(head -n 1 "$PG_CLUSTER_DATA/postmaster.pid")
-  total=$(awk '{ sub(/^.*\) /, ""); print $12 + $13 + $14 + $15 }' "/proc/$pm/stat")
-  for pid in $(pgrep -P "$pm"); do
-    total=$((total + $(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$pid/stat" 2>/dev/null || echo 0)))
-  done
-  echo "$total"
-}
+postmaster() { head -n 1 "$PG_CLUSTER_DATA/postmaster.pid"; }
+
+# CPU ticks of the server's exited processes: the postmaster's cutime and
+# cstime, which hold every backend (and walsender) it reaped. The
+# long-lived processes (checkpointer, walwriter...) are left out.
+reaped_ticks() { awk '{ sub(/^.*\) /, ""); print $14 + $15 }' "/proc/$(postmaster)/stat"; }
+
+# Busy ticks of the whole guest from /proc/stat (all but idle and iowait):
+# the kernel's share too, where rxe does its copies and CRCs (softirq,
+# kworkers), which no process is charged for.
+guest_ticks() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
 
 # Waits until only the server's own processes are left (the client's
-# backends exited and were reaped), so their CPU time is in server_ticks.
+# backends exited and were reaped, so their CPU is in reaped_ticks).
 wait_backends_gone() {
-  local pm until=$((SECONDS + 20))
-  pm=$(head -n 1 "$PG_CLUSTER_DATA/postmaster.pid")
-  while [ "$(pgrep -P "$pm" | wc -l)" -gt "$BASE_CHILDREN" ] && [ $SECONDS -lt $until ]; do sleep 0.05; done
+  local until=$((SECONDS + 20))
+  while [ "$(pgrep -P "$(postmaster)" | wc -l)" -gt "$BASE_CHILDREN" ]; do
+    [ $SECONDS -lt $until ] || { say "backends still there after 20 s: CPU figures may be short"; return 1; }
+    sleep 0.05
+  done
 }
 
 # --- running a client -------------------------------------------------------------
-# client TRANSPORT CMD [ARG...]: runs a client program as the postgres user
-# (regress/pg), through libpq_rdma.so with WITH_RSOCKET=require for rdma,
-# plain for tcp. Its stdout goes to OUT (a file), its stderr to OUT.err.
-# Sets CLIENT_CPU_S (user + system of the client process tree), SERVER_CPU_S
-# (the server's, this run's backends included) and WALL_S.
+# client TRANSPORT OUT CMD [ARG...]: runs a client program as the postgres
+# user (regress/pg), through libpq_rdma.so with WITH_RSOCKET=require for
+# rdma, plain for tcp. Its stdout goes to OUT, its stderr to OUT.err. Sets
+# WALL_S, CLIENT_CPU_S (user + system of the client's process tree),
+# SERVER_CPU_S (the backends it used) and GUEST_CPU_S (everything, kernel
+# included).
 client() {
   local transport=$1 out=$2; shift 2
-  local pre=() t0 t1 s0 s1 cpu
-  # require: a session that cannot use RDMA fails instead of falling back,
-  # so every rdma figure is RDMA's.
+  local pre=() t0 t1 s0 s1 g0 g1 cpu hz
+  # require: a session that cannot use RDMA fails instead of falling back.
   [ "$transport" = rdma ] && pre=(env LD_PRELOAD="$SO" WITH_RSOCKET=require)
   wait_backends_gone
-  s0=$(server_ticks)
-  t0=$(date +%s%N)
+  # Dirty buffers of the last step are written now, not inside this one.
+  pg_cluster_psql -c checkpoint >/dev/null
+  wait_backends_gone
+  s0=$(reaped_ticks) g0=$(guest_ticks) t0=$(date +%s%N)
   # times: the subshell's children's user and system time, once they exit.
   cpu=$( (pg_cluster_client timeout "$STEP_TIMEOUT_S" "${pre[@]}" "$@" >"$out" 2>"$out.err"
           echo $? >"$out.rc"
           times) | awk 'NR == 2 { print }')
   t1=$(date +%s%N)
   wait_backends_gone
-  s1=$(server_ticks)
+  s1=$(reaped_ticks) g1=$(guest_ticks) hz=$(getconf CLK_TCK)
   WALL_S=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
   CLIENT_CPU_S=$(echo "$cpu" | awk '{ n = 0; for (i = 1; i <= 2; i++) { split($i, p, /[ms]/); n += p[1] * 60 + p[2] } printf "%.3f", n }')
-  SERVER_CPU_S=$(awk -v a="$s0" -v b="$s1" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.3f", (b - a) / hz }')
-  [ "$(cat "$out.rc")" = 0 ]
+  SERVER_CPU_S=$(awk -v a="$s0" -v b="$s1" -v hz="$hz" 'BEGIN { printf "%.3f", (b - a) / hz }')
+  GUEST_CPU_S=$(awk -v a="$g0" -v b="$g1" -v hz="$hz" 'BEGIN { printf "%.3f", (b - a) / hz }')
+  [ "$(cat "$out.rc")" = 0 ] || return 1
+  # A library the loader could not preload leaves plain libpq, which
+  # ignores WITH_RSOCKET: that run would be TCP under the rdma name.
+  ! grep -q 'cannot be preloaded' "$out.err"
+}
+
+# The rdma figures must be RDMA's: one session through the same path says
+# what pg_stat_rdma sees for it before any of them is measured.
+check_rdma_path() {
+  local seen
+  seen=$(pg_cluster_client env LD_PRELOAD="$SO" WITH_RSOCKET=require psql -X -At \
+    -c 'select transport from pg_stat_rdma where pid = pg_backend_pid()' 2>&1)
+  [ "$seen" = rdma ] || { say "a session through libpq_rdma.so is not on RDMA (saw: $seen)"; return 1; }
 }
 
 # --- measurements ----------------------------------------------------------------
-pgbench_run() {  # NAME TRANSPORT PGBENCH_ARGS...
-  local name=$1 transport=$2; shift 2
-  local out=$RAW/$name-$transport.log
-  say "$name over $transport"
+# Every function below takes NAME TRANSPORT ROUND and records
+# NAME.TRANSPORT.rROUND.FIGURE values.
+
+pgbench_run() {  # NAME TRANSPORT ROUND PGBENCH_ARGS...
+  local name=$1 transport=$2 round=$3; shift 3
+  local out=$RAW/$name-$transport-r$round.log key
+  key=$name.$transport.r$round
+  say "$name over $transport (round $round)"
   if ! client "$transport" "$out" pgbench -n -T "$PGBENCH_SECONDS" "$@"; then
-    say "$name over $transport failed (see $out.err)"; FAILED+=("$name-$transport"); return 1
+    say "$name over $transport failed (see $out.err)"; FAILED+=("$name-$transport-r$round"); return 1
   fi
-  local tps lat tx
+  local tps lat tx setup
   tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$out")
   lat=$(sed -n 's/^latency average = \([0-9.]*\) ms/\1/p' "$out")
   tx=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$out")
-  if [ -z "$tps" ] || [ -z "$tx" ]; then FAILED+=("$name-$transport"); return 1; fi
-  record "$name.$transport.tps" "$tps"
-  [ -n "$lat" ] && record "$name.$transport.latency_ms" "$lat"
-  local setup
   setup=$(sed -n 's/^average connection time = \([0-9.]*\) ms/\1/p' "$out")
-  [ -n "$setup" ] && record "$name.$transport.connection_ms" "$setup"
-  record "$name.$transport.client_cpu_us_per_tx" "$(awk -v c="$CLIENT_CPU_S" -v n="$tx" 'BEGIN { printf "%.1f", c * 1e6 / n }')"
-  record "$name.$transport.server_cpu_us_per_tx" "$(awk -v c="$SERVER_CPU_S" -v n="$tx" 'BEGIN { printf "%.1f", c * 1e6 / n }')"
+  if [ -z "$tps" ] || [ -z "$tx" ] || [ "$tx" -eq 0 ]; then FAILED+=("$name-$transport-r$round"); return 1; fi
+  record "$key.tps" "$tps"
+  [ -n "$lat" ] && record "$key.latency_ms" "$lat"
+  [ -n "$setup" ] && record "$key.connection_ms" "$setup"
+  record "$key.client_cpu_us_per_tx" "$(ratio "$CLIENT_CPU_S" "$tx" 1e6 1)"
+  record "$key.server_cpu_us_per_tx" "$(ratio "$SERVER_CPU_S" "$tx" 1e6 1)"
+  record "$key.guest_cpu_us_per_tx" "$(ratio "$GUEST_CPU_S" "$tx" 1e6 1)"
 }
 
-# bulk NAME TRANSPORT BYTES CMD...: a timed bulk transfer of BYTES.
+# bulk NAME TRANSPORT ROUND BYTES CMD...: a timed bulk transfer of BYTES
+# ("-": the size of BULK_DIR afterwards, which is then removed).
 bulk() {
-  local name=$1 transport=$2 bytes=$3; shift 3
-  local out=$RAW/$name-$transport.log
-  say "$name over $transport"
+  local name=$1 transport=$2 round=$3 bytes=$4; shift 4
+  local out=$RAW/$name-$transport-r$round.log key=$name.$transport.r$round
+  say "$name over $transport (round $round)"
   if ! client "$transport" "$out" "$@"; then
-    say "$name over $transport failed (see $out.err)"; FAILED+=("$name-$transport"); return 1
+    say "$name over $transport failed (see $out.err)"; FAILED+=("$name-$transport-r$round"); return 1
+  fi
+  if [ "$bytes" = - ]; then
+    bytes=$(du -sb "$BULK_DIR" | cut -f1)
+    rm -rf "$BULK_DIR"
   fi
   local mb
-  mb=$(awk -v b="$bytes" 'BEGIN { printf "%.3f", b / 1048576 }')
-  record "$name.$transport.mb" "$mb"
-  record "$name.$transport.seconds" "$WALL_S"
-  record "$name.$transport.mb_per_s" "$(awk -v m="$mb" -v s="$WALL_S" 'BEGIN { printf "%.2f", m / s }')"
-  record "$name.$transport.client_cpu_ms_per_mb" "$(awk -v c="$CLIENT_CPU_S" -v m="$mb" 'BEGIN { printf "%.2f", c * 1e3 / m }')"
-  record "$name.$transport.server_cpu_ms_per_mb" "$(awk -v c="$SERVER_CPU_S" -v m="$mb" 'BEGIN { printf "%.2f", c * 1e3 / m }')"
+  mb=$(ratio "$bytes" 1048576 1 3)
+  record "$key.mb" "$mb"
+  record "$key.seconds" "$WALL_S"
+  record "$key.mb_per_s" "$(ratio "$mb" "$WALL_S")"
+  record "$key.client_cpu_ms_per_mb" "$(ratio "$CLIENT_CPU_S" "$mb" 1e3)"
+  record "$key.server_cpu_ms_per_mb" "$(ratio "$SERVER_CPU_S" "$mb" 1e3)"
+  record "$key.guest_cpu_ms_per_mb" "$(ratio "$GUEST_CPU_S" "$mb" 1e3)"
 }
 
-# Both transports, TCP first; the order is the same for every figure.
+# Each figure twice per transport, in the order TCP, RDMA, RDMA, TCP, so
+# that neither transport always goes first or last; db_report.py keeps each
+# transport's better round and shows both.
 both() {
   local fn=$1 name=$2; shift 2
-  "$fn" "$name" tcp "$@"
-  "$fn" "$name" rdma "$@"
+  "$fn" "$name" tcp 1 "$@"
+  "$fn" "$name" rdma 1 "$@"
+  "$fn" "$name" rdma 2 "$@"
+  "$fn" "$name" tcp 2 "$@"
 }
 
 make_data() {
@@ -177,32 +213,20 @@ SQL
   pg_cluster_psql -c "\\copy copybench to '$COPY_FILE'" >/dev/null || return 1
   COPY_BYTES=$(stat -c %s "$COPY_FILE")
   DUMP_BYTES=$(pg_cluster_client pg_dump -t copybench | wc -c)
-  record cluster_mb "$(pg_cluster_psql -c "select round(sum(pg_database_size(oid)) / 1048576.0, 1) from pg_database")"
 }
 
 copy_out() {  # the COPY text goes to /dev/null on the client
-  bulk "$1" "$2" "$COPY_BYTES" psql -X -v ON_ERROR_STOP=1 -c "\\copy copybench to '/dev/null'"
+  bulk "$1" "$2" "$3" "$COPY_BYTES" psql -X -v ON_ERROR_STOP=1 -c "\\copy copybench to '/dev/null'"
 }
 copy_in() {
   pg_cluster_psql -c 'truncate copybench_in' >/dev/null
-  bulk "$1" "$2" "$COPY_BYTES" psql -X -v ON_ERROR_STOP=1 -c "\\copy copybench_in from '$COPY_FILE'"
+  bulk "$1" "$2" "$3" "$COPY_BYTES" psql -X -v ON_ERROR_STOP=1 -c "\\copy copybench_in from '$COPY_FILE'"
 }
-dump() { bulk "$1" "$2" "$DUMP_BYTES" pg_dump -t copybench -f /dev/null; }
-basebackup() {
-  local dir=$PG_CLUSTER_WORK/backup-$2
-  bulk "$1" "$2" 0 pg_basebackup -D "$dir" -Ft -X fetch -c fast --no-manifest || return 1
-  # The size is known only afterwards: rewrite this run's figures with it.
-  local bytes
-  bytes=$(du -sb "$dir" | cut -f1)
-  rm -rf "$dir"
-  sed -i "/^$1\\.$2\\./d" "$RESULTS"
-  local mb
-  mb=$(awk -v b="$bytes" 'BEGIN { printf "%.3f", b / 1048576 }')
-  record "$1.$2.mb" "$mb"
-  record "$1.$2.seconds" "$WALL_S"
-  record "$1.$2.mb_per_s" "$(awk -v m="$mb" -v s="$WALL_S" 'BEGIN { printf "%.2f", m / s }')"
-  record "$1.$2.client_cpu_ms_per_mb" "$(awk -v c="$CLIENT_CPU_S" -v m="$mb" 'BEGIN { printf "%.2f", c * 1e3 / m }')"
-  record "$1.$2.server_cpu_ms_per_mb" "$(awk -v c="$SERVER_CPU_S" -v m="$mb" 'BEGIN { printf "%.2f", c * 1e3 / m }')"
+dump() { bulk "$1" "$2" "$3" "$DUMP_BYTES" pg_dump -t copybench -f /dev/null; }
+basebackup() {  # tar format, pg_basebackup's default -X stream
+  BULK_DIR=$PG_CLUSTER_WORK/backup
+  rm -rf "$BULK_DIR"
+  bulk "$1" "$2" "$3" - pg_basebackup -D "$BULK_DIR" -Ft -c fast
 }
 
 # ib_write_bw at 1 MiB: the device's ceiling for bulk transfers, this run.
@@ -249,7 +273,8 @@ main() {
   start_server || { say "the server did not start"; exit 1; }
   write_env
   make_data || { say "could not make the data"; exit 1; }
-  BASE_CHILDREN=$(pgrep -P "$(head -n 1 "$PG_CLUSTER_DATA/postmaster.pid")" | wc -l)
+  check_rdma_path || exit 1
+  BASE_CHILDREN=$(pgrep -P "$(postmaster)" | wc -l)
   ib_write_bw_ceiling
   both pgbench_run select_1 -S -c 1
   both pgbench_run select_8 -S -c "$MANY_CLIENTS" -j "$THREADS"

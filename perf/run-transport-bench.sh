@@ -9,8 +9,9 @@
 #   tcp      the same binary and code over TCP to the same address (--tcp)
 #   perftest ib_write_lat / ib_write_bw on RXE_DEV (the raw verbs ceiling)
 #   rstream  librdmacm's rsocket benchmark
-# then perf/report.py prints the table and writes OUT_JSON (default
-# perf/results/transport-<UTC time>.json). Raw tool output stays in OUT_JSON's
+# and the CPU time each process used; then perf/report.py prints the table
+# and writes OUT_JSON (default perf/results/transport-<UTC time>.json) and a
+# PNG chart of the ratios beside it. Raw tool output stays in OUT_JSON's
 # name without .json. A measurement that fails is reported as missing and the
 # run goes on. The last line printed is the JSON path.
 # Environment: PG_RDMA_BENCH_ROUNDS (default 2; report.py keeps each tool's
@@ -82,25 +83,43 @@ wait_ready() {
   done
 }
 
+# with_cpu FILE CMD...: runs CMD and writes the CPU time it used (user and
+# system, as bash's `times` reports its children) to FILE; CMD's status.
+# A subshell, whose children's times start at zero.
+with_cpu() (
+  file=$1
+  shift
+  "$@"
+  rc=$?
+  times | sed -n 2p >"$file"
+  exit $rc
+)
+
+# stop_server PID: ends a server started by run_pair. PID is with_cpu's
+# subshell: its child (timeout, which passes the signal on) is what is
+# stopped, so the subshell still records the CPU time and exits.
+stop_server() { pkill -TERM -P "$1" 2>/dev/null; }
+
 # run_pair NAME READY_CHECK SERVER_CMD... -- CLIENT_CMD...
-# Server and client each bounded by PAIR_TIMEOUT_S; output in OUT/NAME.*.log.
+# Server and client each bounded by PAIR_TIMEOUT_S; output in OUT/NAME.*.log,
+# the CPU time each used in OUT/NAME.*.cpu.
 run_pair() {
   local name=$1 check=$2 server=() spid crc
   shift 2
   while [ $# -gt 0 ] && [ "$1" != -- ]; do server+=("$1"); shift; done
   shift
   local slog=$OUT/$name.server.log clog=$OUT/$name.client.log
-  timeout "$PAIR_TIMEOUT_S" "${server[@]}" >"$slog" 2>&1 &
+  with_cpu "$OUT/$name.server.cpu" timeout "$PAIR_TIMEOUT_S" "${server[@]}" >"$slog" 2>&1 &
   spid=$!
   if ! wait_ready "$check" "$slog"; then
     say "$name: the server did not listen within ${LISTEN_WAIT_S} s (see $slog)"
-    kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null
+    stop_server "$spid"; wait "$spid" 2>/dev/null
     FAILED+=("${OUT##*/}/$name"); return 1
   fi
-  timeout "$PAIR_TIMEOUT_S" "$@" >"$clog" 2>&1
+  with_cpu "$OUT/$name.client.cpu" timeout "$PAIR_TIMEOUT_S" "$@" >"$clog" 2>&1
   crc=$?
   # A server whose client failed would wait for another one: stop it.
-  [ $crc -eq 0 ] || kill "$spid" 2>/dev/null
+  [ $crc -eq 0 ] || stop_server "$spid"
   wait "$spid" 2>/dev/null
   if [ $crc -ne 0 ]; then
     say "$name: client exit status $crc (see $clog)"
@@ -134,6 +153,16 @@ perftest() {
 rstream_pair() {
   local name=$1 size=$2; shift 2
   local args=(-f ip -p "$RSTREAM_PORT" -S "$size" "$@")
+  # rstream prints no count: the report's CPU per message needs it. Each
+  # iteration moves -C transfers one way, then back.
+  local transfers=1 iterations=1 i
+  for ((i = 1; i < $#; i++)); do
+    case ${!i} in
+      -C) transfers=${*:i+1:1} ;;
+      -I) iterations=${*:i+1:1} ;;
+    esac
+  done
+  echo "messages=$((2 * transfers * iterations))" >"$OUT/$name-$size.plan"
   run_pair "$name-$size" ready_rstream rstream "${args[@]}" -- rstream -s "$RXE_IP" "${args[@]}"
 }
 
