@@ -129,14 +129,14 @@ def round_dirs(raw):
 
 def cpu_seconds(round_dir, log_name, size):
     """User + system time of the client and the server of one measurement
-    (TOOL-SIZE.{client,server}.cpu: bash's `times` for their children,
-    "XmY.YYYs XmY.YYYs"); None when either is missing."""
+    (TOOL-SIZE.{client,server}.cpu: bash's `times`, whose second line is
+    its children's, "XmY.YYYs XmY.YYYs"); None when either is missing."""
     total = 0.0
     for side in ("client", "server"):
         lines = read_lines(os.path.join(round_dir, "%s-%d.%s.cpu" % (log_name, size, side)))
-        if not lines:
+        if len(lines) < 2:
             return None
-        for tok in lines[0].split():
+        for tok in lines[1].split():
             minutes, _, seconds = tok.rstrip("s").partition("m")
             try:
                 total += float(minutes) * 60 + float(seconds)

@@ -83,15 +83,16 @@ wait_ready() {
   done
 }
 
-# with_cpu FILE CMD...: runs CMD and writes the CPU time it used (user and
-# system, as bash's `times` reports its children) to FILE; CMD's status.
-# A subshell, whose children's times start at zero.
+# with_cpu FILE CMD...: runs CMD and writes bash's `times` to FILE: its
+# second line is the CPU time (user, system) CMD used; CMD's status. A
+# subshell, whose children's times start at zero (and `times` itself must
+# not run in a pipeline: that would be another subshell, with none).
 with_cpu() (
   file=$1
   shift
   "$@"
   rc=$?
-  times | sed -n 2p >"$file"
+  times >"$file"
   exit $rc
 )
 
