@@ -180,7 +180,10 @@ Connection::Connection(std::unique_ptr<Stream> stream) noexcept
     : stream_(std::move(stream)), owner_pid_(current_pid()), fd_(stream_ ? stream_->fd() : -1) {
     // Without a registry entry there would be no exit drain for it: better
     // an unusable connection (every call EBADF) than silently lost bytes.
-    if (!register_connection(this)) stream_.reset();
+    if (!register_connection(this)) {
+        stream_.reset();
+        fd_.store(-1, std::memory_order_relaxed);
+    }
 }
 
 Connection::~Connection() {
