@@ -246,8 +246,8 @@ void ForkHandover::answer(const ForkOffer& offer) noexcept {
     std::unique_ptr<Stream> stream = Connection::give_to_child(offer.connection, offer.generation);
     const char reply = stream ? kGranted : kRefused;
     if (::send(fd, &reply, 1, MSG_NOSIGNAL) != 1 && stream) {
-        // The child gave up waiting and went: the connection is still the
-        // parent's, untouched.
+        // The child died between its claim and the answer: the connection
+        // goes back to the parent, untouched.
         Connection::take_back(offer.connection, offer.generation, std::move(stream));
         g_relays_running.fetch_sub(1, std::memory_order_acq_rel);
     }

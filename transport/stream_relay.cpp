@@ -1,6 +1,5 @@
 #include "transport/stream_relay.hpp"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
