@@ -1,39 +1,71 @@
 // How long wait() busy-polls before the caller sleeps.
 //
 // Sleeping costs a wakeup (interrupt, scheduler, epoll) that can exceed the
-// round trip itself; spinning costs CPU. The spin adapts to how long waits
-// for data have recently lasted (a smoothed average):
+// round trip itself; spinning costs CPU. Two things decide the spin:
+//
+// How long. Only a wait for a reply (input awaited after sending) adapts:
+// its waits feed on_wait() (a smoothed average), and
 //   - short waits (a request/response exchange): spin 1.5 x the average,
 //     at least `base`, at most `max`, so the answer is caught without a wakeup;
 //   - waits longer than `max` (an idle session, think time): spin only
 //     `base`, since spinning longer would burn CPU and still end in a sleep.
+// Every other wait (more of a stream the peer is sending, room to write)
+// spins `base` only: there the next event comes at the pace of the other
+// side's work, and a spin as long as that pace would turn the whole transfer
+// into CPU time while saving only wakeups.
+//
+// Whether at all. A spin that ends without catching anything was pure cost,
+// and taken from whoever else needed the CPU (on a host with more runnable
+// threads than cores, the peer's backend or the device's own work). So the
+// share of spins that caught something is kept (on_spin(), smoothed); while
+// it is below kMinHitShare the connection does not spin, except every
+// kProbeEvery-th wait, which spins to see whether spinning pays again.
 // This is the adaptive-mutex rule applied to a socket.
 #pragma once
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 
 namespace pg_rdma::transport {
 
 class AdaptiveSpin {
 public:
     using Duration = std::chrono::nanoseconds;
-    static constexpr int kSmoothing = 8;  // each new wait weighs 1/8 in the average
+    static constexpr int kSmoothing = 8;          // each new sample weighs 1/8 in the averages
+    static constexpr int kHitScale = 1024;        // fixed-point 1.0 of the hit share
+    static constexpr int kMinHitShare = kHitScale / 4;  // spin while at least 1 in 4 spins catches
+    static constexpr int kProbeEvery = 16;        // waits between spins while spinning does not pay
 
     AdaptiveSpin(Duration base, Duration max) : base_(base), max_(std::max(base, max)), average_(max_ + max_) {}
 
-    [[nodiscard]] Duration budget() const {
+    // How long to spin before this wait sleeps (0: sleep at once). Counts
+    // the wait for the probe: call once per wait that could spin.
+    [[nodiscard]] Duration budget(bool reply) {
+        if (hit_share_ < kMinHitShare && ++skipped_ < kProbeEvery) return Duration::zero();
+        skipped_ = 0;
+        return reply ? reply_budget() : base_;
+    }
+
+    // A spin of budget() ended: `caught` says whether what the wait wanted
+    // came during it.
+    void on_spin(bool caught) { hit_share_ += ((caught ? kHitScale : 0) - hit_share_) / kSmoothing; }
+
+    // A wait for a reply ended after `waited` (spinning and sleeping together).
+    void on_wait(Duration waited) { average_ += (waited - average_) / kSmoothing; }
+
+    [[nodiscard]] Duration reply_budget() const {
         if (average_ > max_) return base_;
         return std::clamp(average_ * 3 / 2, base_, max_);
     }
-
-    // A wait for data ended after `waited` (spinning and sleeping together).
-    void on_wait(Duration waited) { average_ += (waited - average_) / kSmoothing; }
+    [[nodiscard]] bool spinning_pays() const { return hit_share_ >= kMinHitShare; }
 
 private:
     Duration base_;
     Duration max_;
-    Duration average_;  // starts above max: no long spins until waits prove short
+    Duration average_;            // starts above max: no long spins until waits prove short
+    int hit_share_ = kHitScale;   // starts trusting the spin
+    int skipped_ = 0;             // waits since the last spin while it does not pay
 };
 
 }  // namespace pg_rdma::transport

@@ -199,7 +199,7 @@ int Stream::sleep_for(short wanted, Millis timeout) {
     return rc;
 }
 
-short Stream::spin_until_ready(short wanted, bool may_spin, Clock::time_point start) {
+short Stream::spin_until_ready(short wanted, bool may_spin, bool reply, Clock::time_point start) {
     const auto mask = static_cast<short>(wanted | POLLERR | POLLHUP);
     // The fast path makes no system call: completions already there, or
     // arriving within the spin budget, are caught without consuming events
@@ -207,37 +207,49 @@ short Stream::spin_until_ready(short wanted, bool may_spin, Clock::time_point st
     // way to sleep.
     poll_completions();
     const auto ready_now = [&] { return static_cast<short>(readiness() & mask); };
-    if (ready_now() == 0 && may_spin) busy_poll([&] { return ready_now() != 0; });
+    if (ready_now() == 0 && may_spin && settings_.busy_poll.count() > 0) {
+        if (const auto budget = spin_.budget(reply); budget.count() > 0) {
+            busy_poll(budget, [&] { return ready_now() != 0; });
+            spin_.on_spin(ready_now() != 0);
+        }
+    }
     const short r = ready_now();
     if (r != 0) {
         flush_control();  // credit updates the spin made due
-        spin_.on_wait(Clock::now() - start);
+        if (reply) spin_.on_wait(Clock::now() - start);
     }
     return r;
 }
 
 short Stream::spin(short wanted) {
     if (closed_) return POLLNVAL;
-    return spin_until_ready(wanted, true, Clock::now());
+    const bool reply = awaits_reply(wanted);
+    return spin_until_ready(wanted, true, reply, reply ? Clock::now() : Clock::time_point{});
 }
 
 int Stream::wait(short wanted, Millis timeout) {
     if (closed_) return POLLNVAL;
-    const auto start = Clock::now();
-    const auto deadline = timeout.count() < 0 ? Clock::time_point::max() : start + timeout;
-    if (const short r = spin_until_ready(wanted, timeout.count() != 0, start); r != 0) return r;
+    // Decided before any polling: the reply that ends this wait clears it.
+    const bool reply = awaits_reply(wanted);
+    const bool timed = timeout.count() >= 0;
+    // The clock only when something needs it (see busy_poll): a wait
+    // without a timeout for more of a stream reads it only to spin.
+    const auto start = reply || timed ? Clock::now() : Clock::time_point{};
+    const auto deadline = timed ? start + timeout : Clock::time_point::max();
+    if (const short r = spin_until_ready(wanted, timeout.count() != 0, reply, start); r != 0) return r;
     short r = 0;
     for (;;) {
         r = poll_events(wanted);
         if (r != 0 || timeout.count() == 0) break;
-        const auto now = Clock::now();
-        if (now >= deadline) break;
-        const Millis left = deadline == Clock::time_point::max()
-                                ? Millis{-1}
-                                : std::chrono::ceil<Millis>(deadline - now);
+        Millis left{-1};
+        if (timed) {
+            const auto now = Clock::now();
+            if (now >= deadline) break;
+            left = std::chrono::ceil<Millis>(deadline - now);
+        }
         if (sleep_for(wanted, left) < 0 && errno == EINTR) return -1;
     }
-    if (r != 0) spin_.on_wait(Clock::now() - start);
+    if (r != 0 && reply) spin_.on_wait(Clock::now() - start);
     return r;
 }
 

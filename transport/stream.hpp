@@ -92,7 +92,7 @@ private:
 
     // --- handshake (stream_handshake.cpp)
     // Each side moves through these phases; messages out of turn are EPROTO.
-    short spin_until_ready(short wanted, bool may_spin, Clock::time_point start);
+    short spin_until_ready(short wanted, bool may_spin, bool reply, Clock::time_point start);
     enum class Phase { AwaitOffer, AwaitAgreement, AwaitRing, Established };
     bool on_offer(const protocol::FeatureOffer& offer);
     bool on_agreement(const protocol::FeatureAgreement& agreed);
@@ -107,13 +107,26 @@ private:
     // control messages. Returns false once the connection has failed.
     bool progress();
     bool poll_completions();
-    // Polls completions until `done()` or the spin budget has passed.
+    // Polls completions until `done()` or `budget` has passed. The clock is
+    // read once every kPollsPerClockRead polls: where clock_gettime is a
+    // real system call (a guest whose clocksource has no vDSO: HPET, ACPI
+    // PM timer) reading it every poll costs more than the poll itself.
+    static constexpr int kPollsPerClockRead = 8;
     template <class Done>
-    void busy_poll(Done done) {
-        if (settings_.busy_poll.count() <= 0) return;
-        const auto until = Clock::now() + spin_.budget();
-        while (error_ == 0 && !done() && Clock::now() < until) poll_completions();
+    void busy_poll(std::chrono::nanoseconds budget, Done done) {
+        if (budget.count() <= 0) return;
+        const auto until = Clock::now() + budget;
+        for (;;) {
+            for (int i = 0; i < kPollsPerClockRead; ++i) {
+                if (error_ != 0 || done()) return;
+                poll_completions();
+            }
+            if (Clock::now() >= until) return;
+        }
     }
+    // A wait for `wanted` is a wait for the peer's reply: input, after we
+    // sent data it has not answered yet (see adaptive_spin.hpp).
+    [[nodiscard]] bool awaits_reply(short wanted) const { return (wanted & POLLIN) != 0 && sent_since_heard_; }
     // Readiness of every kind, in poll(2) bits, from state alone.
     [[nodiscard]] short readiness() const;
     // Sleeps on fd() until something arrives for `wanted` (the readiness
@@ -184,6 +197,9 @@ private:
     // data path never reads the clock (see handle_keepalive_tick).
     bool heard_since_tick_ = false;
     bool sent_since_tick_ = false;
+    // We wrote data since the peer's last data arrived: input awaited now is
+    // a reply (awaits_reply).
+    bool sent_since_heard_ = false;
     ConnectionStats stats_;
 };
 

@@ -136,6 +136,7 @@ bool Stream::handle_data(std::uint32_t len) {
     if (phase_ != Phase::Established) return protocol_error("the peer wrote data before the handshake ended");
     if (peer_bytes_sent_) return protocol_error("the peer wrote data after its Close");
     if (!rx_.on_write(len)) return protocol_error("the peer wrote outside its window of the RX ring");
+    sent_since_heard_ = false;
     return true;
 }
 
@@ -273,7 +274,7 @@ std::uint32_t Stream::post_data(const std::uint8_t* src, std::uint32_t len) {
     sq_.on_posted(signalled, staging_.head());
     peer_.on_written(chunk);
     send_credits_.use();
-    sent_since_tick_ = true;
+    sent_since_tick_ = sent_since_heard_ = true;
     ++stats_.writes_posted;
     stats_.bytes_sent += chunk;
     return chunk;

@@ -6,29 +6,62 @@ using pg_rdma::transport::AdaptiveSpin;
 using namespace std::chrono_literals;
 
 TEST_CASE("a new connection spins only the base time", "[adaptive_spin]") {
-    const AdaptiveSpin spin(50us, 500us);
-    CHECK(spin.budget() == 50us);
+    AdaptiveSpin spin(50us, 500us);
+    CHECK(spin.budget(true) == 50us);
+    CHECK(spin.budget(false) == 50us);
 }
 
 TEST_CASE("short request-response waits raise the spin to catch the answer", "[adaptive_spin]") {
     AdaptiveSpin spin(50us, 500us);
     for (int i = 0; i < 100; ++i) spin.on_wait(200us);
-    CHECK(spin.budget() >= 290us);
-    CHECK(spin.budget() <= 310us);  // 1.5 x 200 us
+    CHECK(spin.reply_budget() >= 290us);
+    CHECK(spin.reply_budget() <= 310us);  // 1.5 x 200 us
+    CHECK(spin.budget(true) == spin.reply_budget());
 }
 
 TEST_CASE("the spin never exceeds its maximum nor drops below its base", "[adaptive_spin]") {
     AdaptiveSpin spin(50us, 500us);
     for (int i = 0; i < 100; ++i) spin.on_wait(400us);
-    CHECK(spin.budget() == 500us);  // 600 us wanted, capped
+    CHECK(spin.reply_budget() == 500us);  // 600 us wanted, capped
     for (int i = 0; i < 100; ++i) spin.on_wait(5us);
-    CHECK(spin.budget() == 50us);
+    CHECK(spin.reply_budget() == 50us);
 }
 
 TEST_CASE("long waits such as an idle session fall back to the base spin", "[adaptive_spin]") {
     AdaptiveSpin spin(50us, 500us);
     for (int i = 0; i < 100; ++i) spin.on_wait(200us);
-    REQUIRE(spin.budget() > 50us);
+    REQUIRE(spin.reply_budget() > 50us);
     for (int i = 0; i < 100; ++i) spin.on_wait(2s);
-    CHECK(spin.budget() == 50us);
+    CHECK(spin.reply_budget() == 50us);
+}
+
+TEST_CASE("waits that are not for a reply spin the base time however short replies are", "[adaptive_spin]") {
+    AdaptiveSpin spin(50us, 500us);
+    for (int i = 0; i < 100; ++i) spin.on_wait(200us);
+    REQUIRE(spin.reply_budget() > 50us);
+    CHECK(spin.budget(false) == 50us);
+}
+
+TEST_CASE("spins that keep catching nothing stop, but for a probe every so often", "[adaptive_spin]") {
+    AdaptiveSpin spin(50us, 500us);
+    for (int i = 0; i < 20; ++i) spin.on_spin(false);
+    REQUIRE_FALSE(spin.spinning_pays());
+    int spun = 0;
+    for (int i = 0; i < 10 * AdaptiveSpin::kProbeEvery; ++i) spun += spin.budget(false) > 0us ? 1 : 0;
+    CHECK(spun == 10);
+}
+
+TEST_CASE("probes that catch something bring the spin back", "[adaptive_spin]") {
+    AdaptiveSpin spin(50us, 500us);
+    for (int i = 0; i < 20; ++i) spin.on_spin(false);
+    REQUIRE_FALSE(spin.spinning_pays());
+    for (int i = 0; i < 3; ++i) spin.on_spin(true);
+    CHECK(spin.spinning_pays());
+    CHECK(spin.budget(true) == 50us);
+}
+
+TEST_CASE("a spin that catches one wait in two keeps spinning", "[adaptive_spin]") {
+    AdaptiveSpin spin(50us, 500us);
+    for (int i = 0; i < 200; ++i) spin.on_spin(i % 2 == 0);
+    CHECK(spin.spinning_pays());
 }
