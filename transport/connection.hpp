@@ -28,8 +28,9 @@
 //            Only what was asked for wakes it: a writer waiting for POLLOUT
 //            is not woken by unread input, nor any waiter by keepalive
 //            ticks. It busy-polls briefly before sleeping (Settings::
-//            busy_poll, adaptive), which is where the spin belongs: only a
-//            caller about to sleep pays for it.
+//            busy_poll, adaptive: longer for a reply, not at all while
+//            spins catch nothing; adaptive_spin.hpp), which is where the
+//            spin belongs: only a caller about to sleep pays for it.
 //   fd()     one pollable descriptor, for callers that wait in their own
 //            poll/epoll; it only ever turns readable (POLLIN on fd()), so say
 //            what you wait for with set_interest() (an interposer passes on

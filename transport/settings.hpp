@@ -42,9 +42,11 @@ struct Settings {
     Millis close_drain_timeout{2'000};          // how long close/exit waits for queued sends
     // How long wait() polls the completion queue before the caller sleeps,
     // so a reply that comes soon is taken without a wakeup (rsocket polls
-    // 10 us). The spin starts at busy_poll and adapts up to busy_poll_max
-    // while waits stay that short (see adaptive_spin.hpp); idle sessions
-    // spin only busy_poll. 0 disables. read() itself never spins.
+    // 10 us). A wait for a reply spins from busy_poll up to busy_poll_max
+    // while replies come that fast; other waits (more of a stream, room to
+    // write) and idle sessions spin busy_poll; none spins while spinning
+    // keeps catching nothing (see adaptive_spin.hpp). 0 disables. read()
+    // itself never spins.
     std::chrono::microseconds busy_poll{50};
     std::chrono::microseconds busy_poll_max{500};
     // Whether a client follows an upgrade reply naming another address than
