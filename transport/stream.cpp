@@ -199,7 +199,7 @@ int Stream::sleep_for(short wanted, Millis timeout) {
     return rc;
 }
 
-short Stream::spin_until_ready(short wanted, bool may_spin, bool reply, Clock::time_point start) {
+short Stream::spin_until_ready(short wanted, std::chrono::nanoseconds limit, bool reply, Clock::time_point start) {
     const auto mask = static_cast<short>(wanted | POLLERR | POLLHUP);
     // The fast path makes no system call: completions already there, or
     // arriving within the spin budget, are caught without consuming events
@@ -207,8 +207,8 @@ short Stream::spin_until_ready(short wanted, bool may_spin, bool reply, Clock::t
     // way to sleep.
     poll_completions();
     const auto ready_now = [&] { return static_cast<short>(readiness() & mask); };
-    if (ready_now() == 0 && may_spin && settings_.busy_poll.count() > 0) {
-        if (const auto budget = spin_.budget(reply); budget.count() > 0) {
+    if (ready_now() == 0 && limit.count() > 0 && settings_.busy_poll.count() > 0) {
+        if (const auto budget = std::min(spin_.budget(reply), limit); budget.count() > 0) {
             busy_poll(budget, [&] { return ready_now() != 0; });
             spin_.on_spin(ready_now() != 0);
         }
@@ -216,7 +216,7 @@ short Stream::spin_until_ready(short wanted, bool may_spin, bool reply, Clock::t
     const short r = ready_now();
     if (r != 0) {
         flush_control();  // credit updates the spin made due
-        if (reply) spin_.on_wait(Clock::now() - start);
+        if (reply && (r & POLLIN) != 0) spin_.on_wait(Clock::now() - start);
     }
     return r;
 }
@@ -224,7 +224,8 @@ short Stream::spin_until_ready(short wanted, bool may_spin, bool reply, Clock::t
 short Stream::spin(short wanted) {
     if (closed_) return POLLNVAL;
     const bool reply = awaits_reply(wanted);
-    return spin_until_ready(wanted, true, reply, reply ? Clock::now() : Clock::time_point{});
+    return spin_until_ready(wanted, std::chrono::nanoseconds::max(), reply,
+                            reply ? Clock::now() : Clock::time_point{});
 }
 
 int Stream::wait(short wanted, Millis timeout) {
@@ -236,7 +237,10 @@ int Stream::wait(short wanted, Millis timeout) {
     // without a timeout for more of a stream reads it only to spin.
     const auto start = reply || timed ? Clock::now() : Clock::time_point{};
     const auto deadline = timed ? start + timeout : Clock::time_point::max();
-    if (const short r = spin_until_ready(wanted, timeout.count() != 0, reply, start); r != 0) return r;
+    // The spin never outlasts the caller's timeout (busy_poll may be set
+    // longer than a short timeout).
+    const std::chrono::nanoseconds limit = timed ? std::chrono::nanoseconds{timeout} : std::chrono::nanoseconds::max();
+    if (const short r = spin_until_ready(wanted, limit, reply, start); r != 0) return r;
     short r = 0;
     for (;;) {
         r = poll_events(wanted);
@@ -249,7 +253,7 @@ int Stream::wait(short wanted, Millis timeout) {
         }
         if (sleep_for(wanted, left) < 0 && errno == EINTR) return -1;
     }
-    if (r != 0 && reply) spin_.on_wait(Clock::now() - start);
+    if (reply && (r & POLLIN) != 0) spin_.on_wait(Clock::now() - start);
     return r;
 }
 

@@ -92,7 +92,8 @@ private:
 
     // --- handshake (stream_handshake.cpp)
     // Each side moves through these phases; messages out of turn are EPROTO.
-    short spin_until_ready(short wanted, bool may_spin, bool reply, Clock::time_point start);
+    // Polls, spins at most `limit` (and the adaptive budget), says what is ready.
+    short spin_until_ready(short wanted, std::chrono::nanoseconds limit, bool reply, Clock::time_point start);
     enum class Phase { AwaitOffer, AwaitAgreement, AwaitRing, Established };
     bool on_offer(const protocol::FeatureOffer& offer);
     bool on_agreement(const protocol::FeatureAgreement& agreed);
@@ -124,9 +125,13 @@ private:
             if (Clock::now() >= until) return;
         }
     }
-    // A wait for `wanted` is a wait for the peer's reply: input, after we
-    // sent data it has not answered yet (see adaptive_spin.hpp).
-    [[nodiscard]] bool awaits_reply(short wanted) const { return (wanted & POLLIN) != 0 && sent_since_heard_; }
+    // A wait for `wanted` is a wait for the peer's reply: input alone, after
+    // we sent data it has not answered yet (see adaptive_spin.hpp). A wait
+    // that also wants POLLOUT is a writer waiting for room (libpq's blocked
+    // send waits for either), whatever it sent before.
+    [[nodiscard]] bool awaits_reply(short wanted) const {
+        return (wanted & POLLIN) != 0 && (wanted & POLLOUT) == 0 && sent_since_heard_;
+    }
     // Readiness of every kind, in poll(2) bits, from state alone.
     [[nodiscard]] short readiness() const;
     // Sleeps on fd() until something arrives for `wanted` (the readiness
