@@ -92,8 +92,6 @@ private:
 
     // --- handshake (stream_handshake.cpp)
     // Each side moves through these phases; messages out of turn are EPROTO.
-    // Polls, spins at most `limit` (and the adaptive budget), says what is ready.
-    short spin_until_ready(short wanted, std::chrono::nanoseconds limit, bool reply, Clock::time_point start);
     enum class Phase { AwaitOffer, AwaitAgreement, AwaitRing, Established };
     bool on_offer(const protocol::FeatureOffer& offer);
     bool on_agreement(const protocol::FeatureAgreement& agreed);
@@ -132,6 +130,8 @@ private:
     [[nodiscard]] bool awaits_reply(short wanted) const {
         return (wanted & POLLIN) != 0 && (wanted & POLLOUT) == 0 && sent_since_heard_;
     }
+    // Polls, spins at most `limit` (and the adaptive budget), says what is ready.
+    short spin_until_ready(short wanted, std::chrono::nanoseconds limit, bool reply, Clock::time_point start);
     // Readiness of every kind, in poll(2) bits, from state alone.
     [[nodiscard]] short readiness() const;
     // Sleeps on fd() until something arrives for `wanted` (the readiness
