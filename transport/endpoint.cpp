@@ -180,12 +180,15 @@ bool Endpoint::take_peer_gone_event() {
 
 void Endpoint::disconnect() { rdma_disconnect(id_.get()); }
 
-bool Endpoint::rearm() {
-    unsigned events = 0;
+void Endpoint::take_completion_event() {
+    // One read: looping until EAGAIN would cost a second system call per
+    // wakeup for an event that cannot be there.
     ibv_cq* cq = nullptr;
     void* ctx = nullptr;
-    while (ibv_get_cq_event(comp_channel_.get(), &cq, &ctx) == 0) ++events;
-    if (events > 0) ibv_ack_cq_events(cq_.get(), events);
+    if (ibv_get_cq_event(comp_channel_.get(), &cq, &ctx) == 0) ibv_ack_cq_events(cq_.get(), 1);
+}
+
+bool Endpoint::arm() {
     if (int rc = ibv_req_notify_cq(cq_.get(), 0); rc != 0) {
         errno = rc;
         return false;

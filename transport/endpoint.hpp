@@ -51,11 +51,13 @@ public:
 
     // Non-blocking: returns how many completions were written into `out`.
     int poll(std::span<ibv_wc> out) override;
-    // Consumes completion-channel events and re-arms the CQ. Call poll()
-    // again afterwards: completions that raced with the re-arm are there.
-    // The CQ stays armed until its event fires, so this is only needed once
-    // the completion fd turned readable.
-    bool rearm() override;
+    // The channel holds at most one event: the CQ is armed again only after
+    // its event was taken. A second one (never expected) keeps the channel
+    // readable and is taken next time.
+    void take_completion_event() override;
+    // ibv_req_notify_cq for the next completion, solicited or not. Call
+    // poll() afterwards: completions that raced with it are there.
+    bool arm() override;
 
     [[nodiscard]] rdma_cm_id* id() const { return id_.get(); }
     [[nodiscard]] rdma_event_channel* cm_channel() const { return cm_channel_.get(); }

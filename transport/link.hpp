@@ -10,8 +10,9 @@
 //   - a signalled send completes locally once the peer's device acknowledged
 //     it, in posting order, whether or not the peer's process runs;
 //   - a zero-length RDMA WRITE (post_probe) consumes nothing at the peer;
-//   - completion_fd() turns readable once after rearm() when a completion
-//     arrives; event_fd() when a connection event (disconnect) waits.
+//   - completion_fd() turns readable once after arm() when a completion
+//     arrives, and stays readable until take_completion_event(); event_fd()
+//     when a connection event (disconnect) waits.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -45,8 +46,11 @@ public:
 
     // Non-blocking: how many completions were written into `out`, -1 on error.
     virtual int poll(std::span<ibv_wc> out) = 0;
-    // Consumes the completion fd's events and re-arms; poll() again after.
-    virtual bool rearm() = 0;
+    // Consumes the completion fd's event, leaving the CQ unarmed.
+    virtual void take_completion_event() = 0;
+    // Asks for an event on the next completion; poll() again after, since
+    // completions that arrived before the call raise none. False with errno.
+    virtual bool arm() = 0;
     [[nodiscard]] virtual int completion_fd() const = 0;
     [[nodiscard]] virtual int event_fd() const = 0;
     // Consumes waiting connection events; true if one says the peer is gone

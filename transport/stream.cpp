@@ -30,13 +30,17 @@ ssize_t Stream::read(void* buf, std::size_t len) {
     poll_completions();  // cheap (no system call) and keeps receives posted
     // Nothing here: say EAGAIN at once; waiting, and spinning before it, is
     // wait()'s job. The first EAGAIN after data (a read right after a write,
-    // in a request/response exchange) makes no system call; a second one in
-    // a row means the caller slept on fd() and woke for an internal event,
-    // so consume the events and re-arm, or its next poll() would wake again.
-    if (rx_.unread() == 0 && !eof() && ++empty_reads_ >= 2) progress();
+    // in a request/response exchange) makes no system call and does not arm
+    // the CQ: the caller's wait (wait(), spin(), poll_events()) spins first
+    // and arms only if it goes to sleep. A second EAGAIN in a row means the
+    // caller slept on fd() and woke for an internal event (or for the
+    // disarmed CQ's signal), so consume the events and arm, or its next
+    // poll() would wake again.
+    const bool again = rx_.unread() == 0 && !eof() && ++empty_reads_ >= 2;
+    if (again) progress();
     if (rx_.unread() == 0) {
         if (eof()) return 0;
-        update_readiness();  // a sleep point: fd() must tell the truth now
+        update_readiness(again ? Arm::kIfIdle : Arm::kNever);  // a sleep point
         errno = error_ != 0 ? error_ : EAGAIN;
         return -1;
     }
@@ -58,8 +62,9 @@ ssize_t Stream::read(void* buf, std::size_t len) {
     // (EAGAIN, poll_events, progress), not after every read: in a
     // request/response exchange that would be two eventfd system calls a
     // round trip. Stale-ready is harmless (one spurious wakeup); fd() is
-    // never stale-unready, since an unconsumed completion event keeps it
-    // readable until progress() consumes it and updates the signal.
+    // never stale-unready: it signals nothing only while the CQ is armed,
+    // and the event of an armed CQ keeps it readable until progress()
+    // takes it and updates the signal.
     return static_cast<ssize_t>(copied);
 }
 
@@ -78,7 +83,8 @@ ssize_t Stream::writev(const iovec* iov, int iovcnt) {
         total = post_iov(iov, iovcnt);
     }
     if (total > 0) {
-        update_readiness();
+        // Never arms: a caller about to wait for the reply spins first.
+        update_readiness(Arm::kNever);
         return static_cast<ssize_t>(total);
     }
     if (error_ != 0) return errno = error_, -1;

@@ -154,7 +154,13 @@ private:
     std::size_t post_iov(const iovec* iov, int iovcnt);
     [[nodiscard]] bool can_write_now() const;
     void fail(int code);
-    void update_readiness();
+    // Whether update_readiness() may arm the CQ (a system call with rxe).
+    enum class Arm {
+        kIfIdle,  // the caller may sleep on fd() next: arm if nothing is signalled
+        kNever,   // it will call again before sleeping: leave a disarmed CQ's fd() signalled
+    };
+    void update_readiness(Arm arm = Arm::kIfIdle);
+    void arm_completions();
     [[nodiscard]] bool eof() const;
     // Every byte written is known to have reached the peer.
     [[nodiscard]] bool all_written_confirmed() const;
@@ -191,7 +197,7 @@ private:
     bool peer_disconnected_ = false; // the peer closed and then disconnected
     bool flushed_ = false;           // a work request was flushed: the QP is in error
     bool write_blocked_ = false;     // a write saw EAGAIN; fd() also signals POLLOUT
-    bool cq_armed_ = true;           // the Link comes armed; its event not seen yet
+    bool cq_armed_ = true;           // the next completion raises an event (the Link comes armed)
     std::optional<short> interest_;  // what fd() signals (set_interest); default below
     int empty_reads_ = 0;            // read() calls in a row that found nothing
     std::optional<short> sleeping_for_;  // inside sleep_for(): fd() signals only this

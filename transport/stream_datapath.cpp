@@ -66,10 +66,12 @@ bool Stream::progress() {
     const unsigned pending = events_.pending();
     if ((pending & EventSet::kTick) != 0 && events_.take_tick()) handle_keepalive_tick();
     if ((pending & EventSet::kCm) != 0) handle_cm_events();
-    if ((pending & EventSet::kCompletion) != 0 || !cq_armed_) {
-        cq_armed_ = link_->rearm();
-        if (!cq_armed_ && error_ == 0) fail(errno);
-        poll_completions();  // what raced with the re-arm
+    if ((pending & EventSet::kCompletion) != 0) {
+        // Not armed again here: only when fd() is about to signal nothing
+        // (update_readiness), so completions met while awake raise no event.
+        link_->take_completion_event();
+        cq_armed_ = false;
+        poll_completions();  // what arrived after the first poll
     }
     flush_control();
     update_readiness();
@@ -280,7 +282,7 @@ std::uint32_t Stream::post_data(const std::uint8_t* src, std::uint32_t len) {
     return chunk;
 }
 
-void Stream::update_readiness() {
+void Stream::update_readiness(Arm arm) {
     // fd() signals what its waiter wants: inside sleep_for() exactly that;
     // otherwise the interest set; without one, POLLOUT while a write waits
     // (a writer blocked with unread input must not wake at once) and
@@ -289,7 +291,34 @@ void Stream::update_readiness() {
     if (sleeping_for_) signalled = *sleeping_for_;
     else if (interest_) signalled = *interest_;
     else signalled = write_blocked_ ? POLLOUT : POLLIN;
-    events_.set_ready((readiness() & (signalled | POLLERR | POLLHUP)) != 0);
+    const auto mask = static_cast<short>(signalled | POLLERR | POLLHUP);
+    bool ready = (readiness() & mask) != 0;
+    // fd() may signal nothing only while the CQ is armed, or a completion
+    // would not wake its sleeper. The CQ is armed here, at the last moment:
+    // one armed while the caller is awake (or spinning) turns every
+    // completion into a notification, which costs the kernel an interrupt
+    // or, with rxe, a softirq thread's wakeup. Without kIfIdle a disarmed
+    // CQ leaves fd() signalled: a caller that sleeps anyway wakes at once
+    // and its next call arms.
+    if (!ready && !cq_armed_) {
+        if (arm == Arm::kIfIdle) {
+            arm_completions();
+            ready = (readiness() & mask) != 0;
+        } else {
+            ready = true;
+        }
+    }
+    events_.set_ready(ready);
+}
+
+void Stream::arm_completions() {
+    if (!link_->arm()) {
+        if (error_ == 0) fail(errno);
+        return;
+    }
+    cq_armed_ = true;
+    poll_completions();  // what arrived before the arm raised no event
+    flush_control();
 }
 
 bool Stream::drain(Clock::time_point deadline) {

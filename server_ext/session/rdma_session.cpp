@@ -92,20 +92,21 @@ int RdmaSession::epoll_wait(int epfd, epoll_event* events, int maxevents, int ti
     if (reg == nullptr || maxevents <= 0 || !connection_) return real.epoll_wait(epfd, events, maxevents, timeout_ms);
     const std::uint64_t data = reg->data;
     const short wanted = poll_events_for(reg->events);
+    const auto start = Clock::now();
+    // The busy-poll comes first: input that is there or arrives within it
+    // (the client's next query) costs no system call, and since the
+    // connection arms its completion queue only on the way to a sleep, it
+    // raises no completion event either (transport/stream_datapath.cpp,
+    // update_readiness).
+    short ready = timeout_ms != 0 ? connection_->spin(wanted) : 0;
     // Only one set is waited in at a time: the descriptor signals what THIS
     // set asks for. With the union of every set's events it would stay
     // readable for another set's interest (FeBeWaitSet still asking for
     // EPOLLOUT while the TLS handshake's set waits to read), and each
     // wakeup here would find nothing: a busy loop.
-    (void)connection_->set_interest(wanted);
-    const auto start = Clock::now();
-    bool spun = false;
+    if (ready == 0) (void)connection_->set_interest(wanted);
     for (;;) {
-        short ready = connection_->poll_events(wanted);
-        if (ready == 0 && timeout_ms != 0 && !spun) {
-            ready = connection_->spin(wanted);
-            spun = true;
-        }
+        if (ready == 0) ready = connection_->poll_events(wanted);
         int wait_ms = 0;
         if (ready == 0 && timeout_ms != 0) {
             if (timeout_ms < 0) {

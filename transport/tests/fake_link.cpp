@@ -135,8 +135,9 @@ int FakeLink::poll(std::span<ibv_wc> out) {
     return static_cast<int>(n);
 }
 
-bool FakeLink::rearm() {
-    drain_fd(completion_fd_.get());
+void FakeLink::take_completion_event() { drain_fd(completion_fd_.get()); }
+
+bool FakeLink::arm() {
     armed_ = true;
     return true;
 }

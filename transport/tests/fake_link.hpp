@@ -40,7 +40,10 @@ public:
                       bool signalled) override;
     bool post_probe(std::uint64_t remote_addr, std::uint32_t rkey, std::uint64_t wr_id) override;
     int poll(std::span<ibv_wc> out) override;
-    bool rearm() override;
+    void take_completion_event() override;
+    bool arm() override;
+    // Whether the next completion would signal completion_fd().
+    [[nodiscard]] bool armed() const { return armed_; }
     [[nodiscard]] int completion_fd() const override { return completion_fd_.get(); }
     [[nodiscard]] int event_fd() const override { return event_fd_.get(); }
     bool take_peer_gone_event() override;

@@ -47,6 +47,11 @@ double cpu_seconds() {
 
 std::uint8_t pattern(std::uint64_t i) { return static_cast<std::uint8_t>((i * 2654435761u) >> 24); }
 
+bool readable_now(int fd) {
+    pollfd p{fd, POLLIN, 0};
+    return poll(&p, 1, 0) == 1;
+}
+
 ssize_t write_bytes(Stream& s, const void* data, std::size_t len) {
     const iovec one{const_cast<void*>(data), len};
     return s.writev(&one, 1);
@@ -264,4 +269,62 @@ TEST_CASE("close is clean when the peer read our last bytes and left before we c
     const auto start = std::chrono::steady_clock::now();
     CHECK(s->a->close() == 0);
     CHECK(std::chrono::steady_clock::now() - start < 1s);  // no waiting for a completion that cannot come
+}
+
+TEST_CASE("input that arrives while the reader is awake raises no completion event; the CQ is armed on the way to a sleep",
+          "[stream][readiness]") {
+    auto s = establish();
+    char buf[16];
+    // b about to sleep: nothing to signal, so its CQ is armed.
+    CHECK(s->b->poll_events(POLLIN) == 0);
+    CHECK(s->link_b->armed());
+    CHECK_FALSE(readable_now(s->b->fd()));
+    REQUIRE(write_bytes(*s->a, "q1", 2) == 2);
+    CHECK(readable_now(s->b->fd()));  // the sleeper would wake
+    // b wakes: the event is taken and the CQ stays unarmed while b works.
+    REQUIRE((s->b->poll_events(POLLIN) & POLLIN) != 0);
+    CHECK_FALSE(s->link_b->armed());
+    REQUIRE(s->b->read(buf, sizeof buf) == 2);
+    REQUIRE(write_bytes(*s->b, "r1", 2) == 2);
+    // The next query arrives before b sleeps (a busy-poll would catch it):
+    // no event, so nothing to read from the completion channel or re-arm.
+    REQUIRE(write_bytes(*s->a, "q2", 2) == 2);
+    CHECK_FALSE(readable_now(s->link_b->completion_fd()));
+    REQUIRE((s->b->spin(POLLIN) & POLLIN) != 0);
+    REQUIRE(s->b->read(buf, sizeof buf) == 2);
+    // A first EAGAIN does not arm (the caller's wait spins first); fd()
+    // stays readable meanwhile, so a caller that sleeps anyway is not lost.
+    REQUIRE(s->b->read(buf, sizeof buf) == -1);
+    CHECK(errno == EAGAIN);
+    CHECK_FALSE(s->link_b->armed());
+    CHECK(readable_now(s->b->fd()));
+    // The way to a sleep arms, and then fd() is quiet until input comes.
+    CHECK(s->b->poll_events(POLLIN) == 0);
+    CHECK(s->link_b->armed());
+    CHECK_FALSE(readable_now(s->b->fd()));
+    REQUIRE(write_bytes(*s->a, "q3", 2) == 2);
+    CHECK(readable_now(s->b->fd()));
+    CHECK((s->b->wait(POLLIN, 1000ms) & POLLIN) != 0);
+}
+
+TEST_CASE("a caller that sleeps on fd() right after a first EAGAIN wakes, and its second EAGAIN arms the CQ",
+          "[stream][readiness]") {
+    auto s = establish();
+    char buf[16];
+    REQUIRE(write_bytes(*s->a, "q1", 2) == 2);
+    REQUIRE((s->b->wait(POLLIN, 1000ms) & POLLIN) != 0);
+    REQUIRE((s->b->poll_events(POLLIN) & POLLIN) != 0);  // takes the event: unarmed
+    REQUIRE(s->b->read(buf, sizeof buf) == 2);
+    int reads = 0;
+    // A plain poll()-and-read loop, as a caller with its own event loop has.
+    for (; reads < 5; ++reads) {
+        if (s->b->read(buf, sizeof buf) >= 0) break;
+        REQUIRE(errno == EAGAIN);
+        pollfd p{s->b->fd(), POLLIN, 0};
+        if (poll(&p, 1, 200) == 0) break;  // asleep: fd() stopped signalling
+    }
+    CHECK(reads == 1);  // one extra wakeup, then a real sleep
+    CHECK(s->link_b->armed());
+    REQUIRE(write_bytes(*s->a, "q2", 2) == 2);
+    CHECK(readable_now(s->b->fd()));
 }
