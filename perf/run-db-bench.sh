@@ -87,6 +87,17 @@ reaped_ticks() { awk '{ sub(/^.*\) /, ""); print $14 + $15 }' "/proc/$(postmaste
 # kworkers), which no process is charged for.
 guest_ticks() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
 
+# Context switches of the whole guest, and of its softirq threads alone.
+# rxe in Debian 12's kernel (6.1) hands every completion event to a
+# tasklet; raised from a process (the sender's post, which rxe runs inline
+# over loopback) that means waking ksoftirqd, which preempts the sender.
+# These show that cost per transaction (perf/README.md).
+guest_switches() { awk '$1 == "ctxt" { print $2 }' /proc/stat; }
+softirqd_switches() {
+  # shellcheck disable=SC2046  # one path per thread
+  awk '/ctxt_switches:/ { s += $2 } END { print s + 0 }' $(pgrep '^ksoftirqd/' | sed 's|.*|/proc/&/status|')
+}
+
 # Waits until only the server's own processes are left (the client's
 # backends exited and were reaped, so their CPU is in reaped_ticks).
 wait_backends_gone() {
@@ -102,25 +113,26 @@ wait_backends_gone() {
 # user (regress/pg), through libpq_rdma.so with WITH_RSOCKET=require for
 # rdma, plain for tcp. Its stdout goes to OUT, its stderr to OUT.err. Sets
 # WALL_S, CLIENT_CPU_S (user + system of the client's process tree),
-# SERVER_CPU_S (the backends it used) and GUEST_CPU_S (everything, kernel
-# included).
+# SERVER_CPU_S (the backends it used), GUEST_CPU_S (everything, kernel
+# included), GUEST_SWITCHES and SOFTIRQD_SWITCHES (context switches).
 client() {
   local transport=$1 out=$2; shift 2
-  local pre=() t0 t1 s0 s1 g0 g1 cpu hz
+  local pre=() t0 t1 s0 s1 g0 g1 c0 c1 k0 k1 cpu hz
   # require: a session that cannot use RDMA fails instead of falling back.
   [ "$transport" = rdma ] && pre=(env LD_PRELOAD="$SO" WITH_RSOCKET=require)
   wait_backends_gone
   # Dirty buffers of the last step are written now, not inside this one.
   pg_cluster_psql -c checkpoint >/dev/null
   wait_backends_gone
-  s0=$(reaped_ticks) g0=$(guest_ticks) t0=$(date +%s%N)
+  s0=$(reaped_ticks) g0=$(guest_ticks) c0=$(guest_switches) k0=$(softirqd_switches) t0=$(date +%s%N)
   # times: the subshell's children's user and system time, once they exit.
   cpu=$( (pg_cluster_client timeout "$STEP_TIMEOUT_S" "${pre[@]}" "$@" >"$out" 2>"$out.err"
           echo $? >"$out.rc"
           times) | awk 'NR == 2 { print }')
   t1=$(date +%s%N)
   wait_backends_gone
-  s1=$(reaped_ticks) g1=$(guest_ticks) hz=$(getconf CLK_TCK)
+  s1=$(reaped_ticks) g1=$(guest_ticks) c1=$(guest_switches) k1=$(softirqd_switches) hz=$(getconf CLK_TCK)
+  GUEST_SWITCHES=$((c1 - c0)) SOFTIRQD_SWITCHES=$((k1 - k0))
   WALL_S=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
   CLIENT_CPU_S=$(echo "$cpu" | awk '{ n = 0; for (i = 1; i <= 2; i++) { split($i, p, /[ms]/); n += p[1] * 60 + p[2] } printf "%.3f", n }')
   SERVER_CPU_S=$(awk -v a="$s0" -v b="$s1" -v hz="$hz" 'BEGIN { printf "%.3f", (b - a) / hz }')
@@ -164,6 +176,8 @@ pgbench_run() {  # NAME TRANSPORT ROUND PGBENCH_ARGS...
   record "$key.client_cpu_us_per_tx" "$(ratio "$CLIENT_CPU_S" "$tx" 1e6 1)"
   record "$key.server_cpu_us_per_tx" "$(ratio "$SERVER_CPU_S" "$tx" 1e6 1)"
   record "$key.guest_cpu_us_per_tx" "$(ratio "$GUEST_CPU_S" "$tx" 1e6 1)"
+  record "$key.guest_switches_per_tx" "$(ratio "$GUEST_SWITCHES" "$tx" 1 3)"
+  record "$key.softirqd_switches_per_tx" "$(ratio "$SOFTIRQD_SWITCHES" "$tx" 1 3)"
 }
 
 # bulk NAME TRANSPORT ROUND BYTES CMD...: a timed bulk transfer of BYTES
