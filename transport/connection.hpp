@@ -40,10 +40,11 @@
 //            keepalive ticks: one wakeup per tick, i.e. two per keepalive
 //            interval on an idle connection) that may not make the connection
 //            ready: after a wakeup, call poll_events() or retry the I/O, and
-//            wait again. The completion queue is armed only when poll_events(),
-//            set_interest() or a second EAGAIN in a row says the caller may
-//            sleep; until then fd() stays readable, so a caller that sleeps
-//            right after a first EAGAIN wakes once more (one more read).
+//            wait again. The completion queue is armed only where a sleep may
+//            follow: poll_events(), set_interest(), wait(), a write's EAGAIN,
+//            a second read EAGAIN in a row. After a successful write or a
+//            first read EAGAIN fd() stays readable until then, so a caller
+//            that sleeps right there wakes once more (one more read).
 //            fd() may be any number, also above FD_SETSIZE:
 //            never select() on it.
 //   shutdown(SHUT_WR) sends Close after the bytes already written.

@@ -291,7 +291,11 @@ void Stream::update_readiness(Arm arm) {
     if (sleeping_for_) signalled = *sleeping_for_;
     else if (interest_) signalled = *interest_;
     else signalled = write_blocked_ ? POLLOUT : POLLIN;
-    const auto mask = static_cast<short>(signalled | POLLERR | POLLHUP);
+    // A drain (signalled 0, after begin_close) wakes for events only: its
+    // own check sees a failure, and a peer that hung up while our bytes
+    // are unconfirmed must not keep fd() readable until the deadline.
+    const bool draining = sleeping_for_ && *sleeping_for_ == 0;
+    const auto mask = static_cast<short>(draining ? 0 : signalled | POLLERR | POLLHUP);
     bool ready = (readiness() & mask) != 0;
     // fd() may signal nothing only while the CQ is armed, or a completion
     // would not wake its sleeper. The CQ is armed here, at the last moment:

@@ -94,10 +94,12 @@ int RdmaSession::epoll_wait(int epfd, epoll_event* events, int maxevents, int ti
     const short wanted = poll_events_for(reg->events);
     const auto start = Clock::now();
     // The busy-poll comes first: input that is there or arrives within it
-    // (the client's next query) costs no system call, and since the
-    // connection arms its completion queue only on the way to a sleep, it
-    // raises no completion event either (transport/stream_datapath.cpp,
-    // update_readiness).
+    // (the client's next query) skips the connection's own epoll_wait and
+    // completion queue re-arm, and since the connection arms that queue
+    // only where a sleep may follow, it raises no completion event either
+    // (transport/stream_datapath.cpp, update_readiness). A disconnect or a
+    // keepalive verdict, which only poll_events() takes in, is seen after
+    // the spin.
     short ready = timeout_ms != 0 ? connection_->spin(wanted) : 0;
     // Only one set is waited in at a time: the descriptor signals what THIS
     // set asks for. With the union of every set's events it would stay

@@ -38,6 +38,16 @@ Settings fast_keepalive() {
     return s;
 }
 
+// A keepalive tick wakes fd(): tests that check fd() stays quiet take the
+// longest interval there is, so no tick lands inside them.
+Settings quiet_keepalive() {
+    Settings s;
+    s.keepalive_interval = 3'600'000ms;
+    s.keepalive_min_interval = 3'600'000ms;
+    s.keepalive_timeout = 2 * s.keepalive_interval;
+    return s;
+}
+
 double cpu_seconds() {
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
@@ -217,12 +227,21 @@ TEST_CASE("a peer that disconnects without its Close is a reset, after the bytes
     CHECK((s->a->poll_events(POLLIN) & (POLLIN | POLLERR | POLLHUP)) == (POLLIN | POLLERR | POLLHUP));
 }
 
-TEST_CASE("close reports bytes written after the peer closed and went away as lost", "[stream][close]") {
-    auto s = establish();
+TEST_CASE("close reports bytes written after the peer closed and went away as lost, sleeping meanwhile",
+          "[stream][close]") {
+    Settings quick;
+    quick.close_drain_timeout = 300ms;
+    auto s = establish(quick, quick);
     REQUIRE(s->b->close() == 0);              // the peer closes and disconnects
     REQUIRE(write_bytes(*s->a, "late", 4) == 4);  // accepted locally, never acknowledged
+    const double cpu = cpu_seconds();
+    const auto start = std::chrono::steady_clock::now();
     CHECK(s->a->close() == -1);
     CHECK(errno == ECONNRESET);
+    // It waited out the drain for an acknowledgement that might still
+    // come, asleep: the peer's hang-up does not keep fd() ready.
+    CHECK(std::chrono::steady_clock::now() - start >= 290ms);
+    CHECK(cpu_seconds() - cpu < 0.15);
 }
 
 TEST_CASE("a writer polling fd() with the default interest is not woken by unread input", "[stream][readiness]") {
@@ -273,7 +292,7 @@ TEST_CASE("close is clean when the peer read our last bytes and left before we c
 
 TEST_CASE("input that arrives while the reader is awake raises no completion event; the CQ is armed on the way to a sleep",
           "[stream][readiness]") {
-    auto s = establish();
+    auto s = establish(quiet_keepalive(), quiet_keepalive());
     char buf[16];
     // b about to sleep: nothing to signal, so its CQ is armed.
     CHECK(s->b->poll_events(POLLIN) == 0);
@@ -309,7 +328,7 @@ TEST_CASE("input that arrives while the reader is awake raises no completion eve
 
 TEST_CASE("a caller that sleeps on fd() right after a first EAGAIN wakes, and its second EAGAIN arms the CQ",
           "[stream][readiness]") {
-    auto s = establish();
+    auto s = establish(quiet_keepalive(), quiet_keepalive());
     char buf[16];
     REQUIRE(write_bytes(*s->a, "q1", 2) == 2);
     REQUIRE((s->b->wait(POLLIN, 1000ms) & POLLIN) != 0);
