@@ -197,7 +197,7 @@ private:
     bool peer_disconnected_ = false; // the peer closed and then disconnected
     bool flushed_ = false;           // a work request was flushed: the QP is in error
     bool write_blocked_ = false;     // a write saw EAGAIN; fd() also signals POLLOUT
-    bool cq_armed_ = true;           // the next completion raises an event (the Link comes armed)
+    bool cq_armed_ = true;           // armed, or its event not taken yet: fd() wakes for the next completion
     std::optional<short> interest_;  // what fd() signals (set_interest); default below
     int empty_reads_ = 0;            // read() calls in a row that found nothing
     std::optional<short> sleeping_for_;  // inside sleep_for(): fd() signals only this
