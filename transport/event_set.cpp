@@ -83,16 +83,21 @@ unsigned EventSet::pending() const {
     constexpr int kSources = 4;
     epoll_event evs[kSources];
     const int n = epoll_wait(epoll_.get(), evs, kSources, 0);
-    if (n < 0) return kCompletion | kCm | kTick | kReady;
+    if (n < 0) return kCompletion | kCm | kTick | kReady | kUnsure;
     unsigned bits = 0;
     for (int i = 0; i < n; ++i) bits |= evs[i].data.u32;
     return bits;
 }
 
-int EventSet::wait(std::chrono::milliseconds timeout) const {
-    pollfd p{epoll_.get(), POLLIN, 0};
+int EventSet::wait(std::chrono::milliseconds timeout, unsigned& sources) const {
+    constexpr int kSources = 4;
+    epoll_event evs[kSources];
     const auto ms = timeout.count() < 0 ? -1 : static_cast<int>(std::min<std::int64_t>(timeout.count(), INT32_MAX));
-    return ::poll(&p, 1, ms);
+    sources = 0;
+    const int n = epoll_wait(epoll_.get(), evs, kSources, ms);
+    if (n <= 0) return n;
+    for (int i = 0; i < n; ++i) sources |= evs[i].data.u32;
+    return 1;
 }
 
 }  // namespace pg_rdma::transport

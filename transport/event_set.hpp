@@ -42,6 +42,7 @@ public:
         kCm = 1u << 1,          // an rdma_cm event (disconnect) waits
         kTick = 1u << 2,        // the keepalive timer expired
         kReady = 1u << 3,       // set_ready(true) is in force
+        kUnsure = 1u << 4,      // the look failed: every source may hold something, or not
     };
 
     // `completion_fd` and `cm_fd` must already be non-blocking.
@@ -58,8 +59,10 @@ public:
     // consuming anything; all bits if the kernel would not say.
     [[nodiscard]] unsigned pending() const;
     // Waits until fd() is readable or `timeout` passes (negative: no limit).
-    // 1 ready, 0 timeout, -1 with errno (EINTR: a signal arrived).
-    int wait(std::chrono::milliseconds timeout) const;
+    // 1 ready, 0 timeout, -1 with errno (EINTR: a signal arrived). Sets
+    // `sources` to those that were ready at the wakeup, which pending()
+    // would ask the kernel again (one system call fewer per sleep).
+    int wait(std::chrono::milliseconds timeout, unsigned& sources) const;
 
 private:
     FileDescriptor epoll_;

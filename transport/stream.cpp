@@ -63,8 +63,8 @@ ssize_t Stream::read(void* buf, std::size_t len) {
     // request/response exchange that would be two eventfd system calls a
     // round trip. Stale-ready is harmless (one spurious wakeup); fd() is
     // never stale-unready: it signals nothing only while the CQ is armed,
-    // and the event of an armed CQ keeps it readable until progress()
-    // takes it and updates the signal.
+    // and the event of an armed CQ keeps it readable until
+    // arm_completions() takes it, right before arming again.
     return static_cast<ssize_t>(copied);
 }
 
@@ -188,16 +188,26 @@ short Stream::poll_events(short wanted) {
     return static_cast<short>(readiness() & (wanted | POLLERR | POLLHUP));
 }
 
+short Stream::events_now(short wanted) {
+    if (closed_) return POLLNVAL;
+    poll_completions();
+    return static_cast<short>(readiness() & (wanted | POLLERR | POLLHUP));
+}
+
 void Stream::set_interest(short events) {
     interest_ = events;
+    // Decide from what the CQ holds now: a reply already there must not
+    // make update_readiness() take the event and arm the CQ (two system
+    // calls, and an interrupt for the next completion).
+    if (!closed_) poll_completions();
     update_readiness();
 }
 
-int Stream::sleep_for(short wanted, Millis timeout) {
+int Stream::sleep_for(short wanted, Millis timeout, unsigned& woke) {
     const auto outer = sleeping_for_;
     sleeping_for_ = wanted;
     update_readiness();
-    const int rc = events_.wait(timeout);
+    const int rc = events_.wait(timeout, woke);
     const int saved_errno = errno;
     sleeping_for_ = outer;
     update_readiness();
@@ -209,8 +219,8 @@ short Stream::spin_until_ready(short wanted, std::chrono::nanoseconds limit, boo
     const auto mask = static_cast<short>(wanted | POLLERR | POLLHUP);
     // The fast path makes no system call: completions already there, or
     // arriving within the spin budget, are caught without consuming events
-    // or a wakeup (see adaptive_spin.hpp). Events are consumed only on the
-    // way to sleep.
+    // or a wakeup (see adaptive_spin.hpp). The sources inside fd() are
+    // asked only after a sleep they ended.
     poll_completions();
     const auto ready_now = [&] { return static_cast<short>(readiness() & mask); };
     if (ready_now() == 0 && limit.count() > 0 && settings_.busy_poll.count() > 0) {
@@ -247,17 +257,35 @@ int Stream::wait(short wanted, Millis timeout) {
     // longer than a short timeout).
     const std::chrono::nanoseconds limit = timed ? std::chrono::nanoseconds{timeout} : std::chrono::nanoseconds::max();
     if (const short r = spin_until_ready(wanted, limit, reply, start); r != 0) return r;
+    if (timeout.count() == 0) return poll_events(wanted);
+    // The spin polled the completions. The sources inside fd() (a
+    // completion's event, a keepalive tick, an rdma_cm event) are not asked
+    // before the sleep: whatever they hold wakes it at once, and the wakeup
+    // says which. That saves an epoll_wait per sleep, and leaving the
+    // completion's event in the channel saves the eventfd's write and read.
+    const auto mask = static_cast<short>(wanted | POLLERR | POLLHUP);
     short r = 0;
     for (;;) {
-        r = poll_events(wanted);
-        if (r != 0 || timeout.count() == 0) break;
         Millis left{-1};
         if (timed) {
             const auto now = Clock::now();
-            if (now >= deadline) break;
+            if (now >= deadline) {
+                r = poll_events(wanted);  // the last look, as poll(2) takes at its timeout
+                break;
+            }
             left = std::chrono::ceil<Millis>(deadline - now);
         }
-        if (sleep_for(wanted, left) < 0 && errno == EINTR) return -1;
+        unsigned woke = 0;
+        const int rc = sleep_for(wanted, left, woke);
+        if (rc < 0 && errno == EINTR) return -1;
+        if (rc < 0) {
+            r = poll_events(wanted);  // the wait could not say: ask every source
+        } else {
+            poll_completions();
+            take_in(woke);
+            r = static_cast<short>(readiness() & mask);
+        }
+        if (r != 0) break;
     }
     if (reply && (r & POLLIN) != 0) spin_.on_wait(Clock::now() - start);
     return r;

@@ -59,9 +59,14 @@ public:
     [[nodiscard]] int fd() const { return events_.fd(); }
 
     // Readiness in poll(2) bits (see connection.hpp for their meaning),
-    // after consuming whatever events are pending; never blocks, never
-    // spins. POLLERR and POLLHUP are reported whatever `wanted` says.
+    // after taking in the keepalive tick and rdma_cm events that wait (a
+    // completion's event stays in the channel until the CQ is re-armed);
+    // never blocks, never spins. POLLERR and POLLHUP are reported whatever
+    // `wanted` says.
     short poll_events(short wanted);
+    // The same without asking the sources inside fd(): no system call
+    // (Connection::events_now).
+    short events_now(short wanted);
     // Sleeps until poll_events(wanted) is non-zero or `timeout` passed
     // (negative: no limit). Busy-polls the CQ briefly first (AdaptiveSpin).
     // Returns the events, 0 on timeout, -1 with EINTR on a signal.
@@ -105,6 +110,9 @@ private:
     // Polls completions, CM events and the keepalive timer, then sends due
     // control messages. Returns false once the connection has failed.
     bool progress();
+    // progress() for the sources that have something (EventSet bits), when
+    // a wakeup has said which.
+    bool take_in(unsigned pending);
     bool poll_completions();
     // Polls completions until `done()` or `budget` has passed. The clock is
     // read once every kPollsPerClockRead polls: where clock_gettime is a
@@ -137,7 +145,8 @@ private:
     // Sleeps on fd() until something arrives for `wanted` (the readiness
     // signal narrowed to it, so what is already there but not wanted, such
     // as unread input for a writer, does not wake it). As EventSet::wait.
-    int sleep_for(short wanted, Millis timeout);
+    // `woke` says which sources inside fd() have something after it.
+    int sleep_for(short wanted, Millis timeout, unsigned& woke);
     bool handle_completion(const ibv_wc& wc);
     bool handle_receive(const ibv_wc& wc);
     bool handle_data(std::uint32_t len);
@@ -197,7 +206,10 @@ private:
     bool peer_disconnected_ = false; // the peer closed and then disconnected
     bool flushed_ = false;           // a work request was flushed: the QP is in error
     bool write_blocked_ = false;     // a write saw EAGAIN; fd() also signals POLLOUT
-    bool cq_armed_ = true;           // armed, or its event not taken yet: fd() wakes for the next completion
+    bool cq_armed_ = true;           // armed, or fired unnoticed: fd() wakes for the next completion
+    // The CQ fired and its event is still in the completion channel, which
+    // keeps fd() readable: it is taken when the CQ is armed again.
+    bool completion_event_pending_ = false;
     std::optional<short> interest_;  // what fd() signals (set_interest); default below
     int empty_reads_ = 0;            // read() calls in a row that found nothing
     std::optional<short> sleeping_for_;  // inside sleep_for(): fd() signals only this

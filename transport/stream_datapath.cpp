@@ -59,18 +59,32 @@ void Stream::on_peer_gone() {
 }
 
 bool Stream::progress() {
-    // Every step runs even after a failure, so events are consumed and fd()
-    // reports the failure as readiness. One epoll_wait says which sources
-    // have something, so an idle call costs one system call.
+    // One epoll_wait says which sources have something, so an idle call
+    // costs one system call.
     poll_completions();
-    const unsigned pending = events_.pending();
+    return take_in(events_.pending());
+}
+
+bool Stream::take_in(unsigned pending) {
+    // Every step runs even after a failure, so events are consumed and fd()
+    // reports the failure as readiness.
     if ((pending & EventSet::kTick) != 0 && events_.take_tick()) handle_keepalive_tick();
     if ((pending & EventSet::kCm) != 0) handle_cm_events();
     if ((pending & EventSet::kCompletion) != 0) {
-        // Not armed again here: only when fd() is about to signal nothing
-        // (update_readiness), so completions met while awake raise no event.
-        link_->take_completion_event();
+        // Neither taken nor armed again here, only where fd() is about to
+        // signal nothing (update_readiness): completions met while awake
+        // raise no event, and the event left in the channel keeps fd()
+        // readable meanwhile, which saves the eventfd's write and read.
         cq_armed_ = false;
+        if ((pending & EventSet::kUnsure) != 0) {
+            // The look failed, so there may be no event to keep fd()
+            // readable: take it now if it is there, and let the eventfd
+            // signal.
+            link_->take_completion_event();
+            completion_event_pending_ = false;
+        } else {
+            completion_event_pending_ = true;
+        }
         poll_completions();  // what arrived after the first poll
     }
     flush_control();
@@ -312,10 +326,17 @@ void Stream::update_readiness(Arm arm) {
             ready = true;
         }
     }
-    events_.set_ready(ready);
+    // An event left in the channel signals fd() already.
+    events_.set_ready(ready && !completion_event_pending_);
 }
 
 void Stream::arm_completions() {
+    // The event is taken only now, with the arm: until then it kept fd()
+    // readable, and a sleep must not find it there.
+    if (completion_event_pending_) {
+        link_->take_completion_event();
+        completion_event_pending_ = false;
+    }
     if (!link_->arm()) {
         if (error_ == 0) fail(errno);
         return;
@@ -331,7 +352,9 @@ bool Stream::drain(Clock::time_point deadline) {
         const auto left = std::chrono::ceil<Millis>(deadline - Clock::now());
         if (left.count() <= 0) return false;
         // Only events wake this sleep: unread input does not (no spinning).
-        sleep_for(0, left);
+        // drain_done() asks every source itself.
+        unsigned woke = 0;
+        sleep_for(0, left, woke);
     }
 }
 

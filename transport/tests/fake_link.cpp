@@ -61,6 +61,7 @@ void FakeLink::complete(const ibv_wc& wc) {
     cq_.push_back(wc);
     if (armed_) {
         armed_ = false;
+        ++events_raised_;
         signal_fd(completion_fd_.get());
     }
 }
@@ -135,7 +136,10 @@ int FakeLink::poll(std::span<ibv_wc> out) {
     return static_cast<int>(n);
 }
 
-void FakeLink::take_completion_event() { drain_fd(completion_fd_.get()); }
+void FakeLink::take_completion_event() {
+    ++events_taken_;
+    drain_fd(completion_fd_.get());
+}
 
 bool FakeLink::arm() {
     armed_ = true;

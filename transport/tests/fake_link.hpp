@@ -44,6 +44,9 @@ public:
     bool arm() override;
     // Whether the next completion would signal completion_fd().
     [[nodiscard]] bool armed() const { return armed_; }
+    // Completion events raised (an armed CQ's first completion) and taken.
+    [[nodiscard]] int events_raised() const { return events_raised_; }
+    [[nodiscard]] int events_taken() const { return events_taken_; }
     [[nodiscard]] int completion_fd() const override { return completion_fd_.get(); }
     [[nodiscard]] int event_fd() const override { return event_fd_.get(); }
     bool take_peer_gone_event() override;
@@ -78,6 +81,8 @@ private:
     std::deque<std::uint32_t> posted_recvs_;
     std::deque<ibv_wc> cq_;
     bool armed_ = true;
+    int events_raised_ = 0;
+    int events_taken_ = 0;
     bool gone_event_ = false;
     std::uint64_t probes_posted_ = 0;
     transport::FileDescriptor completion_fd_;  // eventfd

@@ -300,15 +300,19 @@ TEST_CASE("input that arrives while the reader is awake raises no completion eve
     CHECK_FALSE(readable_now(s->b->fd()));
     REQUIRE(write_bytes(*s->a, "q1", 2) == 2);
     CHECK(readable_now(s->b->fd()));  // the sleeper would wake
-    // b wakes: the event is taken and the CQ stays unarmed while b works.
+    // b wakes: the CQ stays unarmed while b works, and its event stays in
+    // the channel (taken only with the next arm), which keeps fd() readable.
+    const int raised = s->link_b->events_raised();
+    const int taken = s->link_b->events_taken();
     REQUIRE((s->b->poll_events(POLLIN) & POLLIN) != 0);
     CHECK_FALSE(s->link_b->armed());
+    CHECK(s->link_b->events_taken() == taken);
     REQUIRE(s->b->read(buf, sizeof buf) == 2);
     REQUIRE(write_bytes(*s->b, "r1", 2) == 2);
     // The next query arrives before b sleeps (a busy-poll would catch it):
-    // no event, so nothing to read from the completion channel or re-arm.
+    // no new event, so nothing more to read from the channel or re-arm.
     REQUIRE(write_bytes(*s->a, "q2", 2) == 2);
-    CHECK_FALSE(readable_now(s->link_b->completion_fd()));
+    CHECK(s->link_b->events_raised() == raised);
     REQUIRE((s->b->spin(POLLIN) & POLLIN) != 0);
     REQUIRE(s->b->read(buf, sizeof buf) == 2);
     // A first EAGAIN does not arm (the caller's wait spins first); fd()
@@ -317,13 +321,35 @@ TEST_CASE("input that arrives while the reader is awake raises no completion eve
     CHECK(errno == EAGAIN);
     CHECK_FALSE(s->link_b->armed());
     CHECK(readable_now(s->b->fd()));
-    // The way to a sleep arms, and then fd() is quiet until input comes.
+    // The way to a sleep takes the event and arms, and then fd() is quiet
+    // until input comes.
     CHECK(s->b->poll_events(POLLIN) == 0);
     CHECK(s->link_b->armed());
+    CHECK(s->link_b->events_taken() == taken + 1);
     CHECK_FALSE(readable_now(s->b->fd()));
     REQUIRE(write_bytes(*s->a, "q3", 2) == 2);
     CHECK(readable_now(s->b->fd()));
     CHECK((s->b->wait(POLLIN, 1000ms) & POLLIN) != 0);
+}
+
+TEST_CASE("input already in the CQ when a caller sets its interest is found there: the CQ is not armed for it",
+          "[stream][readiness]") {
+    auto s = establish(quiet_keepalive(), quiet_keepalive());
+    char buf[16];
+    CHECK(s->b->poll_events(POLLIN) == 0);  // asleep: armed
+    REQUIRE(write_bytes(*s->a, "q1", 2) == 2);
+    REQUIRE((s->b->poll_events(POLLIN) & POLLIN) != 0);  // awake: unarmed, the event left in the channel
+    REQUIRE(s->b->read(buf, sizeof buf) == 2);
+    const int taken = s->link_b->events_taken();
+    REQUIRE(write_bytes(*s->a, "q2", 2) == 2);  // in b's CQ, not yet polled
+    // An event loop about to sleep on fd() (the preload's poll and epoll,
+    // the backend's WaitEventSet) says what it waits for, then asks.
+    s->b->set_interest(POLLIN);
+    CHECK_FALSE(s->link_b->armed());
+    CHECK(s->link_b->events_taken() == taken);
+    CHECK((s->b->events_now(POLLIN) & POLLIN) != 0);
+    CHECK(readable_now(s->b->fd()));
+    REQUIRE(s->b->read(buf, sizeof buf) == 2);
 }
 
 TEST_CASE("a caller that sleeps on fd() right after a first EAGAIN wakes, and its second EAGAIN arms the CQ",
@@ -332,7 +358,7 @@ TEST_CASE("a caller that sleeps on fd() right after a first EAGAIN wakes, and it
     char buf[16];
     REQUIRE(write_bytes(*s->a, "q1", 2) == 2);
     REQUIRE((s->b->wait(POLLIN, 1000ms) & POLLIN) != 0);
-    REQUIRE((s->b->poll_events(POLLIN) & POLLIN) != 0);  // takes the event: unarmed
+    REQUIRE((s->b->poll_events(POLLIN) & POLLIN) != 0);  // notices the event: unarmed
     REQUIRE(s->b->read(buf, sizeof buf) == 2);
     int reads = 0;
     // A plain poll()-and-read loop, as a caller with its own event loop has.
@@ -346,4 +372,18 @@ TEST_CASE("a caller that sleeps on fd() right after a first EAGAIN wakes, and it
     CHECK(s->link_b->armed());
     REQUIRE(write_bytes(*s->a, "q2", 2) == 2);
     CHECK(readable_now(s->b->fd()));
+}
+
+TEST_CASE("a waiter woken by keepalive ticks takes each one and sleeps on until its timeout", "[stream][readiness]") {
+    // wait() learns from its wakeup which source fired: a tick left
+    // untaken would keep fd() readable and turn the wait into a busy loop.
+    auto s = establish(fast_keepalive(), fast_keepalive());
+    const double cpu = cpu_seconds();
+    const auto start = std::chrono::steady_clock::now();
+    CHECK(s->b->wait(POLLIN, 450ms) == 0);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    CHECK(wall >= 0.44);
+    CHECK(cpu_seconds() - cpu < 0.5 * wall);
+    // The ticks were handled, not only taken: a's silence was probed.
+    CHECK(s->link_b->probes_posted() > 0);
 }
