@@ -386,6 +386,16 @@ short Connection::poll_events(short wanted) noexcept {
     }
 }
 
+short Connection::events_now(short wanted) noexcept {
+    const Use use(*this);
+    if (!use) return errno == EBADF ? POLLNVAL : 0;
+    try {
+        return stream_->events_now(wanted);
+    } catch (...) {
+        return POLLERR;
+    }
+}
+
 int Connection::wait(short wanted, int timeout_ms) noexcept {
     const Use use(*this);
     if (!use) return -1;

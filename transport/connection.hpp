@@ -159,6 +159,14 @@ public:
     short spin(short wanted) noexcept;
     // What fd() signals; returns -1 (EBADF) when the connection is unusable.
     int set_interest(short events) noexcept;
+    // poll_events() from what is known without a system call: completions
+    // are polled, but the sources inside fd() (a completion's event, a
+    // keepalive tick, an rdma_cm event) are not asked. For a caller about
+    // to sleep on fd() after set_interest(): whatever those hold wakes that
+    // sleep at once, and poll_events() after the wakeup takes it in. Only
+    // for a level-triggered sleeper: an edge already reported does not
+    // come again.
+    short events_now(short wanted) noexcept;
 
     [[nodiscard]] ConnectionStats stats() const noexcept;
     // The RDMA device the connection runs on ("rxe0"); empty when unusable.

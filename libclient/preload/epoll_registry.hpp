@@ -3,7 +3,8 @@
 // turns readable; so epoll_ctl registers it for EPOLLIN (telling the
 // Connection what the caller asked for with set_interest) and remembers the
 // caller's events and data here, and epoll_wait answers for it from the
-// Connection's poll_events (epoll_wrappers.cpp). Registrations are reported
+// Connection (events_now before a sleep, poll_events after a wakeup it
+// caused: epoll_wrappers.cpp). Registrations are reported
 // level-triggered (EPOLLET/EPOLLONESHOT are not imitated).
 //
 // Registrations made while the socket was still TCP (during the connect)

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstring>
 #include <vector>
 
 #include "libclient/preload/epoll_registry.hpp"
@@ -24,7 +25,10 @@ constexpr int kUpgradeSliceMs = 5;
 constexpr std::uint32_t kPollable = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI;
 
 // poll(2) and epoll share the values of IN/OUT/ERR/HUP/RDHUP/PRI on Linux.
-std::uint32_t ready_events(SocketEntry& entry, std::uint32_t wanted) noexcept {
+// `look_inside`: take in the events inside the connection's descriptor
+// (poll_events), after a wakeup it caused; otherwise only what needs no
+// system call (events_now), as before a sleep those events end at once.
+std::uint32_t ready_events(SocketEntry& entry, std::uint32_t wanted, bool look_inside) noexcept {
     if (entry.state == SocketState::Failed) return EPOLLERR;
     if (entry.state == SocketState::Upgrading) {
         // Ready for the caller's next PQconnectPoll when the step can progress.
@@ -37,12 +41,31 @@ std::uint32_t ready_events(SocketEntry& entry, std::uint32_t wanted) noexcept {
     // A session this forked child cannot use: said at once, not slept on.
     if (forked_away(entry)) return EPOLLERR | EPOLLHUP;
     TransportCall inside;
-    const short ev = entry.connection->poll_events(static_cast<short>(wanted & kPollable));
+    const auto asked = static_cast<short>(wanted & kPollable);
+    const short ev = look_inside ? entry.connection->poll_events(asked) : entry.connection->events_now(asked);
     const std::uint32_t got = static_cast<std::uint16_t>(ev);
     return got & ((wanted & kPollable) | EPOLLERR | EPOLLHUP);
 }
 
 bool same_data(const epoll_data_t& a, const epoll_data_t& b) noexcept { return a.u64 == b.u64; }
+
+// events[0, ours) are our answers, events[ours, kept) the kernel's about
+// the app's own descriptors. Those stay, first (an edge-triggered one would
+// not be reported again); ours are asked again, looking inside, into what
+// room is left (theirs are level-triggered: one left out comes next call).
+int answer_ours_again(const std::vector<EpollRegistration>& regs, epoll_event* events, int ours, int kept,
+                      int max) noexcept {
+    const int theirs = kept - ours;
+    std::memmove(events, events + ours, static_cast<std::size_t>(theirs) * sizeof(epoll_event));
+    int n = theirs;
+    for (const EpollRegistration& r : regs) {
+        if (n == max) break;
+        SocketEntry* e = SocketTable::instance().find(r.fd);
+        if (e == nullptr) continue;
+        if (const std::uint32_t ev = ready_events(*e, r.events, true)) events[n++] = {ev, r.data};
+    }
+    return n;
+}
 
 int wait_ours(int epfd, epoll_event* events, int max, int timeout_ms, const sigset_t* mask) noexcept {
     std::vector<EpollRegistration> regs;
@@ -56,6 +79,7 @@ int wait_ours(int epfd, epoll_event* events, int max, int timeout_ms, const sigs
     if (regs.empty() || max <= 0) return real_wait(epfd, events, max, timeout_ms, mask);
     const Clock::time_point deadline =
         timeout_ms < 0 ? Clock::time_point::max() : Clock::now() + std::chrono::milliseconds(timeout_ms);
+    bool woke_for_ours = false;  // the last real wait reported one of our descriptors
     for (;;) {
         int n = 0;
         bool upgrading = false;  // its descriptors are not in the set: wait in slices
@@ -68,7 +92,9 @@ int wait_ours(int epfd, epoll_event* events, int max, int timeout_ms, const sigs
                 TransportCall inside;
                 e->connection->set_interest(static_cast<short>(r.events & kPollable));
             }
-            if (const std::uint32_t ev = ready_events(*e, r.events)) events[n++] = {ev, r.data};
+            // A call that cannot sleep asks every source at once.
+            if (const std::uint32_t ev = ready_events(*e, r.events, woke_for_ours || timeout_ms == 0))
+                events[n++] = {ev, r.data};
         }
         int wait = n > 0 ? 0 : -1;
         if (n == 0 && timeout_ms >= 0) {
@@ -84,6 +110,7 @@ int wait_ours(int epfd, epoll_event* events, int max, int timeout_ms, const sigs
         // Drop what the kernel said about our descriptors (their epoll fd's
         // internal wakeups): they were answered above, from the Connection.
         int kept = n;
+        woke_for_ours = false;
         for (int i = n; i < n + got; ++i) {
             bool ours = false;
             for (const EpollRegistration& r : regs) {
@@ -92,8 +119,14 @@ int wait_ours(int epfd, epoll_event* events, int max, int timeout_ms, const sigs
                     (e->state == SocketState::Rdma || e->state == SocketState::Upgrading || e->state == SocketState::Failed))
                     ours = true;
             }
-            if (!ours) events[kept++] = events[i];
+            if (ours) woke_for_ours = true;
+            else events[kept++] = events[i];
         }
+        // Returning now, with a wakeup that named one of ours: it may carry
+        // a keepalive tick or a disconnect, which events_now() above did
+        // not take. Answer ours again from every source, or an app whose
+        // other descriptors are ready on every call would never see them.
+        if (woke_for_ours && kept > 0) kept = answer_ours_again(regs, events, n, kept, max);
         if (kept > 0 || (timeout_ms >= 0 && Clock::now() >= deadline) || (timeout_ms == 0)) return kept;
     }
 }

@@ -89,8 +89,8 @@ int poll_ours(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) noexc
         for (nfds_t i = 0; i < n; ++i) {
             fds[i].revents = 0;
             if (SocketEntry* e = table.find(fds[i].fd)) {
-                fds[i].revents = ready_now(*e, fds[i].events);
                 sub[i] = substitute(*e, fds[i].fd, fds[i].events);
+                fds[i].revents = ready_now(*e, fds[i].events);
                 if (fds[i].revents != 0) ++ready;
             } else {
                 sub[i] = fds[i];

@@ -19,7 +19,12 @@ short connection_events(SocketEntry& entry, short wanted) noexcept {
 
 short ready_now(SocketEntry& entry, short wanted) noexcept {
     switch (entry.state) {
-        case SocketState::Rdma: return connection_events(entry, wanted);
+        case SocketState::Rdma: {
+            if (forked_away(entry)) return POLLNVAL;
+            TransportCall inside;
+            const short ev = entry.connection->events_now(wanted);
+            return static_cast<short>(ev & (wanted | kAlways | POLLRDHUP));
+        }
         case SocketState::Failed: return POLLERR;
         default: return 0;
     }

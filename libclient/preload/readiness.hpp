@@ -1,6 +1,7 @@
 // poll()'s answer for the descriptors this library looks after, for the
 // wait wrappers (poll_wrappers.cpp):
-//   Rdma       the Connection's poll_events(): POLLIN/POLLOUT/POLLRDHUP/
+//   Rdma       the Connection's events_now() (poll_events() after a
+//              wakeup the Connection caused): POLLIN/POLLOUT/POLLRDHUP/
 //              POLLHUP/POLLERR exactly when libpq can progress; RDMA has
 //              no POLLOUT of its own, the transport computes it
 //   Upgrading  ready (with what the caller asked for) when the upgrade's
@@ -17,7 +18,11 @@
 namespace pg_rdma::client {
 
 // Events ready now on an entry's descriptor, given what the caller asked for
-// (0 when nothing is, or when only the real poll can tell).
+// (0 when nothing is, or when only the real poll can tell). Call it after
+// substitute(): for a connection it asks no system call (events_now), and
+// what it cannot tell without one (an event, a tick) keeps substitute()'s
+// descriptor readable, so the real poll returns at once and translate()
+// takes it in.
 short ready_now(SocketEntry& entry, short wanted) noexcept;
 
 // The pollfd the real poll() should watch for `entry` ({fd, events} as

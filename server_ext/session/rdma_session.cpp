@@ -98,8 +98,8 @@ int RdmaSession::epoll_wait(int epfd, epoll_event* events, int maxevents, int ti
     // completion queue re-arm, and since the connection arms that queue
     // only where a sleep may follow, it raises no completion event either
     // (transport/stream_datapath.cpp, update_readiness). A disconnect or a
-    // keepalive verdict, which only poll_events() takes in, is seen after
-    // the spin.
+    // keepalive tick, which only poll_events() takes in, wakes the sleep
+    // below, and is taken in after it.
     short ready = timeout_ms != 0 ? connection_->spin(wanted) : 0;
     // Only one set is waited in at a time: the descriptor signals what THIS
     // set asks for. With the union of every set's events it would stay
@@ -107,8 +107,12 @@ int RdmaSession::epoll_wait(int epfd, epoll_event* events, int maxevents, int ti
     // EPOLLOUT while the TLS handshake's set waits to read), and each
     // wakeup here would find nothing: a busy loop.
     if (ready == 0) (void)connection_->set_interest(wanted);
+    // Before a sleep the connection is not asked again: set_interest() armed
+    // its completion queue if nothing is signalled, and whatever its
+    // sources hold (an event, a tick) keeps our registration readable, so
+    // the sleep returns at once for it. A call that cannot sleep asks.
+    if (ready == 0 && timeout_ms == 0) ready = connection_->poll_events(wanted);
     for (;;) {
-        if (ready == 0) ready = connection_->poll_events(wanted);
         int wait_ms = 0;
         if (ready == 0 && timeout_ms != 0) {
             if (timeout_ms < 0) {

@@ -199,3 +199,17 @@ out=$("$pgrdma" psql -X -At "$rdma with_rsocket=require" -c "$transport_query") 
 out=$(LD_PRELOAD=/nonexistent-first.so "$pgrdma" sh -c 'echo "$LD_PRELOAD"' 2>/dev/null)
 case $out in *libpq_rdma.so*/nonexistent-first.so) ;; *) fail "pgrdma did not prepend to LD_PRELOAD: $out";; esac
 echo "ok: pgrdma runs a program with the library"
+
+# 10. Last, as it costs the cluster a crash restart: the server vanishes
+#     under an event loop whose other descriptor is ready on every
+#     epoll_wait. The disconnect reaches the loop all the same (it lies
+#     inside the connection's descriptor, beside a readable neighbour).
+LD_PRELOAD=$so "$forms" busy_neighbour "$rdma with_rsocket=require" >"$work/out" 2>"$work/err" &
+waiter=$!
+for _ in $(seq 100); do grep -q '^waiting' "$work/out" && break; sleep 0.1; done
+victim=$(sed -n 's/^backend //p' "$work/out")
+[ -n "$victim" ] && grep -q '^waiting' "$work/out" || { kill "$waiter"; fail "busy_neighbour did not start: $(err)"; }
+kill -9 "$victim"
+wait "$waiter" || fail "busy_neighbour: $(err)"
+grep -q '^connection lost' "$work/out" || fail "busy_neighbour printed: $(out)"
+echo "ok: a server that vanishes is reported to an epoll loop whose other descriptor is always ready"

@@ -6,6 +6,11 @@
 //        PQconnectStart* + PQconnectPoll, waiting on PQsocket() with poll(),
 //        select() or one epoll set; the queries then go
 //        non-blocking (PQsendQuery, PQflush, PQconsumeInput) with the same wait
+//   busy_neighbour  start_epoll, then prints the backend's pid and waits in
+//        that epoll set, beside a pipe that is readable on every call,
+//        until the connection is lost (exit 0) or 60 s pass (exit 1): an
+//        event loop whose other descriptors always have something must
+//        still learn that the server went away
 // Exit 0 on success; 1 with PQerrorMessage on stderr otherwise.
 #include <libpq-fe.h>
 #include <poll.h>
@@ -14,6 +19,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -112,6 +118,36 @@ bool async_queries(PGconn* c) {
     return results == 3 && PQexitPipelineMode(c) == 1;
 }
 
+// Waits, for at most kLostWithin, until PQsocket() reports the session's end.
+bool sees_connection_lost(PGconn* c) {
+    constexpr auto kLostWithin = std::chrono::seconds(60);
+    constexpr std::uint64_t kOurs = 7, kPipe = 9;
+    int busy[2];
+    if (pipe(busy) != 0 || write(busy[1], "x", 1) != 1) return false;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = kPipe;
+    if (epoll_ctl(g_epoll, EPOLL_CTL_ADD, busy[0], &ev) != 0) return false;
+    ev.data.u64 = kOurs;
+    if (epoll_ctl(g_epoll, EPOLL_CTL_MOD, PQsocket(c), &ev) != 0) return false;
+    std::printf("waiting\n");
+    std::fflush(stdout);
+    const auto deadline = std::chrono::steady_clock::now() + kLostWithin;
+    while (std::chrono::steady_clock::now() < deadline) {
+        epoll_event out[2];
+        const int n = epoll_wait(g_epoll, out, 2, 1'000);
+        for (int i = 0; i < n; ++i) {
+            if (out[i].data.u64 != kOurs) continue;
+            if (PQconsumeInput(c) == 0 || PQstatus(c) == CONNECTION_BAD) {
+                std::printf("connection lost: %s", PQerrorMessage(c));
+                return true;
+            }
+        }
+    }
+    std::fprintf(stderr, "pq_forms: the connection's end was not reported within 60 s\n");
+    return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -131,6 +167,7 @@ int main(int argc, char** argv) {
     else if (form == "start_poll") c = connect_async(PQconnectStart(conninfo)), async = true;
     else if (form == "start_select") g_use_select = true, c = connect_async(PQconnectStart(conninfo)), async = true;
     else if (form == "start_epoll") g_epoll = epoll_create1(EPOLL_CLOEXEC), c = connect_async(PQconnectStart(conninfo)), async = true;
+    else if (form == "busy_neighbour") g_epoll = epoll_create1(EPOLL_CLOEXEC), c = connect_async(PQconnectStart(conninfo));
     else if (form == "start_params_poll") c = connect_async(PQconnectStartParams(kw, val, 1)), async = true;
     else {
         std::fprintf(stderr, "pq_forms: unknown form %s\n", form.c_str());
@@ -140,6 +177,12 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "%s", c != nullptr ? PQerrorMessage(c) : "out of memory\n");
         PQfinish(c);
         return 1;
+    }
+    if (form == "busy_neighbour") {
+        std::printf("backend %d\n", PQbackendPID(c));
+        const bool lost = sees_connection_lost(c);
+        PQfinish(c);
+        return lost ? 0 : 1;
     }
     PGresult* r = PQexec(c, "select 42");
     const bool ok = PQresultStatus(r) == PGRES_TUPLES_OK;
