@@ -100,9 +100,9 @@ std::string rdma_settings_line()
     char buf[256];
     std::snprintf(buf, sizeof buf,
                   "settings transport=rdma rx_buffer_size=%u tx_buffer_size=%u credits=%u "
-                  "send_queue_depth=%u control_message_size=%zu pinned_bytes=%zu",
+                  "send_queue_depth=%u max_inline=%u control_message_size=%zu pinned_bytes=%zu",
                   s.rx_buffer_size, s.tx_buffer_size, unsigned{s.credits},
-                  unsigned{s.send_queue_depth}, protocol::kControlMessageSize, pinned);
+                  unsigned{s.send_queue_depth}, s.max_inline, protocol::kControlMessageSize, pinned);
     return buf;
 }
 

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -63,8 +64,19 @@ bool Endpoint::create_queues(Error& err) {
     attr.cap.max_recv_wr = settings_.credits;
     attr.cap.max_send_sge = 1;
     attr.cap.max_recv_sge = 1;
-    if (rdma_create_qp(id_.get(), pd_.get(), &attr) != 0) return fail_errno(err, errno, "rdma_create_qp");
+    attr.cap.max_inline_data = settings_.max_inline;
+    if (rdma_create_qp(id_.get(), pd_.get(), &attr) != 0) {
+        // A device without inline sends (or with less room for them)
+        // refuses the QP; without them it is only slower.
+        if (settings_.max_inline == 0 || (errno != EINVAL && errno != ENOMEM))
+            return fail_errno(err, errno, "rdma_create_qp");
+        attr.cap.max_inline_data = 0;
+        if (rdma_create_qp(id_.get(), pd_.get(), &attr) != 0)
+            return fail_errno(err, errno, "rdma_create_qp (without inline data)");
+    }
     qp_ = CmQp(id_.get());
+    // The QP reports what the device granted, possibly more than asked.
+    inline_limit_ = std::min(attr.cap.max_inline_data, settings_.max_inline);
     return true;
 }
 
@@ -117,6 +129,14 @@ bool Endpoint::post_send(ibv_send_wr& wr) {
     return true;
 }
 
+unsigned Endpoint::send_flags(std::uint32_t len, bool signalled) const {
+    unsigned flags = signalled ? IBV_SEND_SIGNALED : 0;
+    // The staging bytes stay reserved until the completion all the same
+    // (tx_window.hpp): inline only changes who reads them, and when.
+    if (len <= inline_limit_) flags |= IBV_SEND_INLINE;
+    return flags;
+}
+
 bool Endpoint::post_write_imm(std::uint32_t staging_offset, std::uint32_t len, std::uint64_t remote_addr,
                               std::uint32_t rkey, std::uint32_t imm, std::uint64_t wr_id, bool signalled) {
     ibv_sge sge{reinterpret_cast<std::uintptr_t>(local_.data() + staging_offset), len, local_.lkey()};
@@ -125,7 +145,7 @@ bool Endpoint::post_write_imm(std::uint32_t staging_offset, std::uint32_t len, s
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wr.send_flags = signalled ? IBV_SEND_SIGNALED : 0;
+    wr.send_flags = send_flags(len, signalled);
     wr.imm_data = htonl(imm);
     wr.wr.rdma.remote_addr = remote_addr;
     wr.wr.rdma.rkey = rkey;
@@ -142,7 +162,7 @@ bool Endpoint::post_control(std::uint32_t slot, const protocol::ControlBytes& by
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.opcode = IBV_WR_SEND;
-    wr.send_flags = signalled ? IBV_SEND_SIGNALED : 0;
+    wr.send_flags = send_flags(kSlotBytes, signalled);
     return post_send(wr);
 }
 

@@ -79,9 +79,12 @@ private:
     bool create_buffers(Error& err);
     bool post_all_receives(Error& err);
     bool post_send(ibv_send_wr& wr);
+    // IBV_SEND_SIGNALED when asked, IBV_SEND_INLINE when len fits.
+    [[nodiscard]] unsigned send_flags(std::uint32_t len, bool signalled) const;
     [[nodiscard]] std::uint8_t* control_tx_slot(std::uint32_t slot) const;
 
     Settings settings_;
+    std::uint32_t inline_limit_ = 0;  // bytes a write may carry inline, as granted
     // Declaration order is creation order; members are destroyed in reverse
     // (QP first, event channel last), see verbs_raii.hpp.
     CmChannelPtr cm_channel_;

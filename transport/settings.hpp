@@ -28,6 +28,13 @@ struct Settings {
     std::uint32_t tx_buffer_size = 128 * 1024;  // bytes of local staging for writes, pinned
     std::uint16_t credits = 64;                 // receive WRs posted for the peer
     std::uint16_t send_queue_depth = 64;        // send WRs in flight at most
+    // Writes up to this many bytes travel inside their work request
+    // (IBV_SEND_INLINE): the device takes the payload with the doorbell
+    // instead of reading it from registered memory afterwards, which saves
+    // a DMA read (a real NIC) or a memory-region lookup (rxe) on the
+    // latency path of every small query and reply. The device may grant
+    // less (then that much), or none (then no write is inline). 0 disables.
+    std::uint32_t max_inline = 256;             // bytes
     Millis keepalive_interval{2'000};           // probe the peer after this much tx silence
     Millis keepalive_timeout{20'000};           // peer is dead after this much without evidence
     // Passive side's policy for what a peer may ask for during negotiation:
@@ -63,6 +70,9 @@ inline constexpr std::uint32_t kMinTxBufferSize = 4096;               // bytes
 inline constexpr std::uint32_t kMaxTxBufferSize = 64u * 1024 * 1024;  // bytes
 inline constexpr std::uint16_t kMinSendQueueDepth = 4;   // WRs: signalling needs depth / 2 >= 2
 inline constexpr std::uint16_t kMaxSendQueueDepth = 4096;  // WRs
+// Larger inline writes cost each send WR that much more queue memory and
+// gain nothing: above a few hundred bytes the DMA read is not the cost.
+inline constexpr std::uint32_t kMaxInline = 1024;  // bytes
 inline constexpr std::chrono::microseconds kMaxBusyPoll{100'000};  // a longer spin is a bug, not a tune
 
 // Why `s` cannot be used, or empty when it can. Checked where a connection
@@ -78,6 +88,7 @@ constexpr std::string_view settings_problem(const Settings& s) {
         return "credits must be between 4 and 4096";
     if (s.send_queue_depth < kMinSendQueueDepth || s.send_queue_depth > kMaxSendQueueDepth)
         return "send_queue_depth must be between 4 and 4096";
+    if (s.max_inline > kMaxInline) return "max_inline must be at most 1024 bytes";
     const auto interval = s.keepalive_interval.count();
     const auto timeout = s.keepalive_timeout.count();
     if (interval < kMinKeepaliveIntervalMs || interval > kMaxKeepaliveIntervalMs)

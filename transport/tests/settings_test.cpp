@@ -35,6 +35,12 @@ TEST_CASE("queue depths outside what credits and signalling need are refused", "
     CHECK(problem_with([](Settings& s) { s.send_queue_depth = 4; }).empty());
 }
 
+TEST_CASE("inline writes can be turned off but not made larger than 1 KiB", "[settings]") {
+    CHECK(problem_with([](Settings& s) { s.max_inline = 0; }).empty());
+    CHECK(problem_with([](Settings& s) { s.max_inline = kMaxInline; }).empty());
+    CHECK_THAT(problem_with([](Settings& s) { s.max_inline = kMaxInline + 1; }), Catch::Contains("max_inline"));
+}
+
 TEST_CASE("keepalive values outside the protocol's ranges or inconsistent ones are refused", "[settings]") {
     CHECK_THAT(problem_with([](Settings& s) { s.keepalive_interval = 5ms; }), Catch::Contains("keepalive_interval"));
     CHECK_THAT(problem_with([](Settings& s) { s.keepalive_timeout = s.keepalive_interval; }),
