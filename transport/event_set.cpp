@@ -79,25 +79,25 @@ bool EventSet::take_tick() {
     return ::read(timer_.get(), &expirations, sizeof expirations) == sizeof expirations;
 }
 
-unsigned EventSet::pending() const {
+int EventSet::ready_sources(int timeout_ms, unsigned& sources) const {
     constexpr int kSources = 4;
     epoll_event evs[kSources];
-    const int n = epoll_wait(epoll_.get(), evs, kSources, 0);
-    if (n < 0) return kCompletion | kCm | kTick | kReady | kUnsure;
+    sources = 0;
+    const int n = epoll_wait(epoll_.get(), evs, kSources, timeout_ms);
+    for (int i = 0; i < n; ++i) sources |= evs[i].data.u32;
+    return n;
+}
+
+unsigned EventSet::pending() const {
     unsigned bits = 0;
-    for (int i = 0; i < n; ++i) bits |= evs[i].data.u32;
+    if (ready_sources(0, bits) < 0) return kCompletion | kCm | kTick | kReady | kUnsure;
     return bits;
 }
 
 int EventSet::wait(std::chrono::milliseconds timeout, unsigned& sources) const {
-    constexpr int kSources = 4;
-    epoll_event evs[kSources];
     const auto ms = timeout.count() < 0 ? -1 : static_cast<int>(std::min<std::int64_t>(timeout.count(), INT32_MAX));
-    sources = 0;
-    const int n = epoll_wait(epoll_.get(), evs, kSources, ms);
-    if (n <= 0) return n;
-    for (int i = 0; i < n; ++i) sources |= evs[i].data.u32;
-    return 1;
+    const int n = ready_sources(ms, sources);
+    return n <= 0 ? n : 1;
 }
 
 }  // namespace pg_rdma::transport

@@ -65,6 +65,10 @@ public:
     int wait(std::chrono::milliseconds timeout, unsigned& sources) const;
 
 private:
+    // One epoll_wait on the set: how many sources fired (-1 with errno),
+    // and their bits in `sources`.
+    int ready_sources(int timeout_ms, unsigned& sources) const;
+
     FileDescriptor epoll_;
     FileDescriptor wake_;   // eventfd
     FileDescriptor timer_;  // timerfd, periodic keepalive tick

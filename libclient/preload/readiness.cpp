@@ -8,10 +8,12 @@ namespace {
 
 constexpr short kAlways = POLLERR | POLLHUP | POLLNVAL;
 
-short connection_events(SocketEntry& entry, short wanted) noexcept {
+// `look_inside`: poll_events() (after a wakeup the connection caused),
+// otherwise events_now() (no system call; see readiness.hpp).
+short connection_events(SocketEntry& entry, short wanted, bool look_inside) noexcept {
     if (forked_away(entry)) return POLLNVAL;
     TransportCall inside;
-    const short ev = entry.connection->poll_events(wanted);
+    const short ev = look_inside ? entry.connection->poll_events(wanted) : entry.connection->events_now(wanted);
     return static_cast<short>(ev & (wanted | kAlways | POLLRDHUP));
 }
 
@@ -19,12 +21,7 @@ short connection_events(SocketEntry& entry, short wanted) noexcept {
 
 short ready_now(SocketEntry& entry, short wanted) noexcept {
     switch (entry.state) {
-        case SocketState::Rdma: {
-            if (forked_away(entry)) return POLLNVAL;
-            TransportCall inside;
-            const short ev = entry.connection->events_now(wanted);
-            return static_cast<short>(ev & (wanted | kAlways | POLLRDHUP));
-        }
+        case SocketState::Rdma: return connection_events(entry, wanted, false);
         case SocketState::Failed: return POLLERR;
         default: return 0;
     }
@@ -49,7 +46,7 @@ pollfd substitute(SocketEntry& entry, int fd, short wanted) noexcept {
 
 short translate(SocketEntry& entry, short wanted, short real_revents) noexcept {
     switch (entry.state) {
-        case SocketState::Rdma: return real_revents != 0 ? connection_events(entry, wanted) : 0;
+        case SocketState::Rdma: return real_revents != 0 ? connection_events(entry, wanted, true) : 0;
         case SocketState::Upgrading:
             // The caller (libpq, or an application driving PQconnectPoll)
             // waits for what PQconnectPoll asked; the step tells the rest.
