@@ -1,7 +1,8 @@
-// All pg_rdma.* parameters are PGC_POSTMASTER: listen_addresses changes the
-// postmaster's sockets, and the combination of the others is checked once,
-// at startup (check_settings in _PG_init), so a value that could only be
-// checked alone on reload never reaches a session.
+// The pg_rdma.* parameters of the transport are PGC_POSTMASTER:
+// listen_addresses changes the postmaster's sockets, and the combination of
+// the others is checked once, at startup (check_settings in _PG_init), so a
+// value that could only be checked alone on reload never reaches a session.
+// output_batching is a session's choice (PGC_USERSET) and checks nothing.
 #include "server_ext/settings_gucs.hpp"
 
 #include <algorithm>
@@ -26,6 +27,7 @@ int keepalive_min_interval_ms = static_cast<int>(kDefaults.keepalive_min_interva
 int keepalive_max_timeout_ms = static_cast<int>(kDefaults.keepalive_max_timeout.count());    // ms
 int busy_poll_us = static_cast<int>(kDefaults.busy_poll.count());                         // µs
 int connect_timeout_ms = static_cast<int>(kDefaults.connect_timeout.count());             // ms
+bool output_batching = true;             // full output buffers go with MSG_MORE (session/output_batching.hpp)
 
 /* ---- ranges: the protocol's limits; combinations are settings_problem()'s ---- */
 constexpr int kMinRxBufferKiB = static_cast<int>(protocol::kMinRxBufferSize / kBytesPerKiB);
@@ -110,6 +112,17 @@ void define_settings_gucs() {
                             nullptr);
     define_ms("pg_rdma.connect_timeout", "Longest RDMA session setup: resolve, connect, negotiate.",
               &connect_timeout_ms, 1, kMaxConnectTimeoutMs);
+    DefineCustomBoolVariable("pg_rdma.output_batching",
+                             "Joins full output buffers into larger RDMA writes.",
+                             "Off: every 8 kB buffer PostgreSQL sends goes out at once, as over TCP, "
+                             "also while the backend computes between them.",
+                             &output_batching,
+                             output_batching,
+                             PGC_USERSET,
+                             0,
+                             nullptr,
+                             nullptr,
+                             nullptr);
 }
 
 transport::Settings settings_from_gucs() {
@@ -127,6 +140,8 @@ transport::Settings settings_from_gucs() {
 }
 
 std::string_view settings_gucs_problem() { return transport::settings_problem(settings_from_gucs()); }
+
+bool output_batching_guc() { return output_batching; }
 
 const char* client_library_guc() { return client_library != nullptr ? client_library : ""; }
 

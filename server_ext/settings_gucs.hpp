@@ -17,6 +17,9 @@ void define_settings_gucs();
 transport::Settings settings_from_gucs();
 std::string_view settings_gucs_problem();
 
+// pg_rdma.output_batching as set now (a session may change it).
+bool output_batching_guc();
+
 // pg_rdma.client_library as set ("" when server processes' libpq stays plain).
 const char* client_library_guc();
 

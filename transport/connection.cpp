@@ -345,6 +345,29 @@ ssize_t Connection::writev(const struct iovec* iov, int iovcnt) noexcept {
     }
 }
 
+ssize_t Connection::send(const void* buf, std::size_t len, int flags) noexcept {
+    if ((flags & ~(MSG_MORE | MSG_DONTWAIT | MSG_NOSIGNAL)) != 0) return errno = EOPNOTSUPP, -1;
+    const Use use(*this);
+    if (!use) return -1;
+    try {
+        const iovec one{const_cast<void*>(buf), len};
+        return stream_->writev(&one, 1, (flags & MSG_MORE) != 0);
+    } catch (...) {
+        return errno = errno_for_current_exception(), -1;
+    }
+}
+
+int Connection::flush() noexcept {
+    const Use use(*this);
+    if (!use) return -1;
+    try {
+        const int error = stream_->flush();
+        return error == 0 ? 0 : (errno = error, -1);
+    } catch (...) {
+        return errno = errno_for_current_exception(), -1;
+    }
+}
+
 int Connection::shutdown(int how) noexcept {
     if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) return errno = EINVAL, -1;
     const Use use(*this);

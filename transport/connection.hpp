@@ -13,7 +13,21 @@
 //   write()/writev() return bytes accepted (maybe fewer than asked), 0 for
 //            zero bytes, EAGAIN when the peer's ring, the credits or the local
 //            staging buffer are full, EPIPE after shutdown(SHUT_WR) or once
-//            the peer closed and went away.
+//            the peer closed and went away. The pieces of one writev() travel
+//            together (one RDMA WRITE where they fit).
+//   send(buf, len, flags) is write() with send(2)'s flags: MSG_MORE says
+//            more bytes follow at once, so these may be held in the staging
+//            buffer and go out with them as one RDMA WRITE (fewer, larger
+//            writes: fewer completions and wakeups at the peer). A hold goes
+//            out when it reaches 64 KiB or cannot grow, with the next send
+//            without MSG_MORE, and at the start of any other call (read,
+//            wait, spin, poll_events, events_now, set_interest, flush,
+//            shutdown, close), or with the first progress after that if it
+//            had to wait for credits. Unlike TCP's there is no timer: a
+//            caller that sends with MSG_MORE and then stops calling holds
+//            the bytes until its next call, and one that sleeps on fd()
+//            must call set_interest() or flush() first. MSG_DONTWAIT and MSG_NOSIGNAL change nothing (no
+//            call blocks, none raises SIGPIPE); other flags: EOPNOTSUPP.
 //   poll_events(wanted) answers poll(2)'s question without blocking:
 //            POLLIN    read() would not say EAGAIN (data, EOF or an error)
 //            POLLOUT   write() would not say EAGAIN
@@ -115,7 +129,7 @@ class Stream;
 
 // Figures for observability (pg_stat_rdma) and tests.
 struct ConnectionStats {
-    std::uint64_t bytes_sent = 0;
+    std::uint64_t bytes_sent = 0;       // posted (a MSG_MORE hold counts once it goes out)
     std::uint64_t bytes_received = 0;
     std::uint64_t writes_posted = 0;    // RDMA WRITE WITH IMM work requests
     std::uint64_t control_sent = 0;     // control messages sent
@@ -140,6 +154,12 @@ public:
     ssize_t read(void* buf, std::size_t len) noexcept;
     ssize_t write(const void* buf, std::size_t len) noexcept;
     ssize_t writev(const struct iovec* iov, int iovcnt) noexcept;
+    ssize_t send(const void* buf, std::size_t len, int flags) noexcept;
+    // Posts what MSG_MORE sends hold. 0 when nothing is held any more; -1
+    // with EAGAIN while the hold waits for the peer's credits or send queue
+    // room (the next call that makes progress posts it), or with the
+    // connection's error.
+    int flush() noexcept;
     int shutdown(int how) noexcept;
     int close() noexcept;
 

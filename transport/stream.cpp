@@ -27,6 +27,7 @@ Stream::~Stream() = default;
 ssize_t Stream::read(void* buf, std::size_t len) {
     if (closed_) return errno = EBADF, -1;
     if (len == 0) return 0;
+    end_hold();
     poll_completions();  // cheap (no system call) and keeps receives posted
     // Nothing here: say EAGAIN at once; waiting, and spinning before it, is
     // wait()'s job. The first EAGAIN after data (a read right after a write,
@@ -68,7 +69,7 @@ ssize_t Stream::read(void* buf, std::size_t len) {
     return static_cast<ssize_t>(copied);
 }
 
-ssize_t Stream::writev(const iovec* iov, int iovcnt) {
+ssize_t Stream::writev(const iovec* iov, int iovcnt, bool more) {
     if (closed_) return errno = EBADF, -1;
     if (error_ != 0) return errno = error_, -1;
     if (close_queued_ || peer_disconnected_) return errno = EPIPE, -1;
@@ -76,11 +77,11 @@ ssize_t Stream::writev(const iovec* iov, int iovcnt) {
     for (int i = 0; i < iovcnt; ++i) wanted += iov[i].iov_len;
     if (wanted == 0) return 0;  // as send(2): nothing to do is not "would block"
     write_blocked_ = false;
-    std::size_t total = post_iov(iov, iovcnt);
+    std::size_t total = post_iov(iov, iovcnt, more);
     if (total == 0 && error_ == 0) {
         // Blocked: collect completions and credit updates once, then retry.
         progress();
-        total = post_iov(iov, iovcnt);
+        total = post_iov(iov, iovcnt, more);
     }
     if (total > 0) {
         // Never arms: a caller about to wait for the reply spins first.
@@ -94,19 +95,25 @@ ssize_t Stream::writev(const iovec* iov, int iovcnt) {
     return errno = EAGAIN, -1;
 }
 
-std::size_t Stream::post_iov(const iovec* iov, int iovcnt) {
+std::size_t Stream::post_iov(const iovec* iov, int iovcnt, bool more) {
     std::size_t total = 0;
     for (int i = 0; i < iovcnt; ++i) {
         const auto* base = static_cast<const std::uint8_t*>(iov[i].iov_base);
         for (std::size_t done = 0; done < iov[i].iov_len;) {
             const auto want = static_cast<std::uint32_t>(
                 std::min<std::size_t>(iov[i].iov_len - done, std::numeric_limits<std::uint32_t>::max()));
-            const std::uint32_t n = post_data(base + done, want);
-            if (n == 0) return total;
+            // The pieces of one vector travel together (one WRITE where
+            // they fit), as writev(2) makes one TCP segment of them.
+            const std::uint32_t n = post_data(base + done, want, true);
+            if (n == 0) {
+                if (!more) end_hold();
+                return total;
+            }
             done += n;
             total += n;
         }
     }
+    if (!more) end_hold();
     return total;
 }
 
@@ -154,14 +161,24 @@ bool Stream::drain_done() {
     // disconnect can be seen before the completion of our Close, which
     // confirms our last bytes: wait for that (or a flush, after which
     // nothing completes) while any of our bytes are unconfirmed.
-    return peer_disconnected_ && (all_written_confirmed() || flushed_);
+    // Held bytes cannot go to a peer that left: they are lost (close()
+    // says so), and waiting would only spend the drain timeout.
+    return peer_disconnected_ && (all_written_confirmed() || flushed_ || held_ > 0);
 }
 
 bool Stream::all_written_confirmed() const {
     // Acknowledged by the peer's device (staging is released only by
     // completions, in order), or consumed by its application, as its
-    // CreditUpdate or Close said.
-    return staging_.in_use() == 0 || peer_.peer_consumed() == peer_.written();
+    // CreditUpdate or Close said. Held bytes were never sent.
+    return held_ == 0 && (staging_.in_use() == 0 || peer_.peer_consumed() == peer_.written());
+}
+
+void Stream::end_hold() {
+    // Bytes a MSG_MORE write left in the staging buffer go out with the
+    // next call of any other kind: no timer ever sends them, so a caller
+    // that goes on to read, wait or poll must not find them still here. A
+    // hold that has to wait for credits goes out with them (flush_control).
+    if (held_ > 0 && phase_ == Phase::Established && !peer_disconnected_) (void)post_held();
 }
 
 void Stream::end_close() {
@@ -182,14 +199,25 @@ short Stream::readiness() const {
     return r;
 }
 
+int Stream::flush() {
+    if (closed_) return EBADF;
+    if (held_ > 0) {
+        poll_completions();  // completions that free send queue slots, grants
+        end_hold();
+    }
+    if (error_ != 0) return error_;
+    return held_ > 0 ? EAGAIN : 0;
+}
+
 short Stream::poll_events(short wanted) {
     if (closed_) return POLLNVAL;
-    progress();
+    progress();  // ends a hold (flush_control)
     return static_cast<short>(readiness() & (wanted | POLLERR | POLLHUP));
 }
 
 short Stream::events_now(short wanted) {
     if (closed_) return POLLNVAL;
+    end_hold();
     poll_completions();
     return static_cast<short>(readiness() & (wanted | POLLERR | POLLHUP));
 }
@@ -199,7 +227,10 @@ void Stream::set_interest(short events) {
     // Decide from what the CQ holds now: a reply already there must not
     // make update_readiness() take the event and arm the CQ (two system
     // calls, and an interrupt for the next completion).
-    if (!closed_) poll_completions();
+    if (!closed_) {
+        end_hold();
+        poll_completions();
+    }
     update_readiness();
 }
 
@@ -239,6 +270,7 @@ short Stream::spin_until_ready(short wanted, std::chrono::nanoseconds limit, boo
 
 short Stream::spin(short wanted) {
     if (closed_) return POLLNVAL;
+    end_hold();
     const bool reply = awaits_reply(wanted);
     return spin_until_ready(wanted, std::chrono::nanoseconds::max(), reply,
                             reply ? Clock::now() : Clock::time_point{});
@@ -246,6 +278,7 @@ short Stream::spin(short wanted) {
 
 int Stream::wait(short wanted, Millis timeout) {
     if (closed_) return POLLNVAL;
+    end_hold();
     // Decided before any polling: the reply that ends this wait clears it.
     const bool reply = awaits_reply(wanted);
     const bool timed = timeout.count() >= 0;

@@ -53,8 +53,15 @@ public:
     ~Stream();
 
     ssize_t read(void* buf, std::size_t len);
-    ssize_t writev(const iovec* iov, int iovcnt);
+    // `more`: the caller has more to write right away (MSG_MORE), so the
+    // bytes may be held to go out with the next ones as one WRITE (see
+    // connection.hpp).
+    ssize_t writev(const iovec* iov, int iovcnt, bool more = false);
     int shutdown_write();
+    // Posts what MSG_MORE writes hold; returns the connection's error,
+    // EAGAIN while a hold waits for credits or send queue room (it goes out
+    // with the next progress), 0 when nothing is held.
+    int flush();
     int close();
     [[nodiscard]] int fd() const { return events_.fd(); }
 
@@ -158,9 +165,22 @@ private:
     void on_peer_gone();
     bool send_control(const protocol::ControlMessage& msg, bool force_signal);
     void flush_control();
-    std::uint32_t post_data(const std::uint8_t* src, std::uint32_t len);
-    // Posts as much of the vector as fits now; returns the bytes posted.
-    std::size_t post_iov(const iovec* iov, int iovcnt);
+    // Takes up to `len` bytes into the hold; posts the hold unless `more`
+    // and it can still grow. Returns the bytes taken (0: blocked or failed).
+    std::uint32_t post_data(const std::uint8_t* src, std::uint32_t len, bool more);
+    // How many of `want` bytes can join the hold (one WRITE: contiguous in
+    // staging and in the peer's ring, kMaxWriteBytes at most).
+    [[nodiscard]] std::uint32_t hold_room(std::uint32_t want) const;
+    // Posts the held bytes as one RDMA WRITE WITH IMM; true when nothing is
+    // held any more. False without credits or room in the send queue.
+    bool post_held();
+    // post_held() where a call other than a MSG_MORE write begins.
+    void end_hold();
+    // The staging position up to which bytes are posted (the hold excluded):
+    // what a control or probe WR's completion may release.
+    [[nodiscard]] std::uint64_t posted_staging_head() const { return staging_.head() - held_; }
+    // Takes as much of the vector as fits now; returns the bytes taken.
+    std::size_t post_iov(const iovec* iov, int iovcnt, bool more);
     [[nodiscard]] bool can_write_now() const;
     void fail(int code);
     // Whether update_readiness() may arm the CQ (a system call with rxe).
@@ -206,6 +226,10 @@ private:
     bool peer_disconnected_ = false; // the peer closed and then disconnected
     bool flushed_ = false;           // a work request was flushed: the QP is in error
     bool write_blocked_ = false;     // a write saw EAGAIN; fd() also signals POLLOUT
+    // Bytes at the staging head that MSG_MORE writes took and no WRITE
+    // carries yet (post_data): they go out when the hold cannot grow, with
+    // a write without MSG_MORE, or at the next call of another kind.
+    std::uint32_t held_ = 0;
     bool cq_armed_ = true;           // armed, or fired unnoticed: fd() wakes for the next completion
     // The CQ fired and its event is still in the completion channel, which
     // keeps fd() readable: it is taken when the CQ is armed again.

@@ -67,7 +67,9 @@ bool Stream::progress() {
 
 bool Stream::take_in(unsigned pending) {
     // Every step runs even after a failure, so events are consumed and fd()
-    // reports the failure as readiness.
+    // reports the failure as readiness. A hold goes first: a keepalive
+    // probe must not take the send queue slot it needs.
+    end_hold();
     if ((pending & EventSet::kTick) != 0 && events_.take_tick()) handle_keepalive_tick();
     if ((pending & EventSet::kCm) != 0) handle_cm_events();
     if ((pending & EventSet::kCompletion) != 0) {
@@ -231,7 +233,7 @@ bool Stream::send_probe() {
         fail(errno);
         return false;
     }
-    sq_.on_posted(true, staging_.head());
+    sq_.on_posted(true, posted_staging_head());
     ++stats_.keepalive_probes;
     return true;
 }
@@ -244,7 +246,7 @@ bool Stream::send_control(const protocol::ControlMessage& msg, bool force_signal
         fail(errno);
         return false;
     }
-    sq_.on_posted(signalled, staging_.head());
+    sq_.on_posted(signalled, posted_staging_head());
     send_credits_.use();
     sent_since_tick_ = true;
     ++stats_.control_sent;
@@ -253,11 +255,16 @@ bool Stream::send_control(const protocol::ControlMessage& msg, bool force_signal
 
 void Stream::flush_control() {
     if (phase_ != Phase::Established || error_ != 0 || peer_disconnected_) return;
+    // Held bytes go first: every call but a MSG_MORE write ends a hold. One
+    // that waits for credits holds back the Close, which must count it, but
+    // not the CreditUpdate.
+    const bool nothing_held = post_held();
+    if (error_ != 0) return;
     // Once close() runs nothing more will be read, so no more grants.
     if (credit_update_pending_ && !closing_ &&
         send_control(protocol::CreditUpdate{recv_credits_.take_grant(), rx_.take_announcement()}, false))
         credit_update_pending_ = false;
-    if (close_queued_ && !close_sent_) {
+    if (close_queued_ && !close_sent_ && nothing_held) {
         const std::uint64_t seq = sq_.next_seq();
         if (send_control(protocol::CloseMessage{peer_.written(), rx_.consumed()}, true)) {
             close_sent_ = true;
@@ -267,33 +274,56 @@ void Stream::flush_control() {
 }
 
 bool Stream::can_write_now() const {
-    return send_credits_.can_send_data() && sq_.has_room() && peer_.writable_contiguous() > 0 &&
-           staging_.contiguous_free(1) > 0;
+    if (!send_credits_.can_send_data() || !sq_.has_room()) return false;
+    // With bytes held, a write that cannot extend them posts them first:
+    // progress either way, and the next look sees no hold.
+    return held_ > 0 || hold_room(1) > 0;
 }
 
-std::uint32_t Stream::post_data(const std::uint8_t* src, std::uint32_t len) {
+std::uint32_t Stream::hold_room(std::uint32_t want) const {
+    // Bytes added to a hold continue it in our staging buffer and in the
+    // peer's ring, so that the hold goes out as one WRITE.
+    if (held_ > 0 && staging_.offset() == 0) return 0;  // the staging buffer wrapped
+    const std::uint32_t window = peer_.writable_contiguous();
+    if (window <= held_) return 0;
+    return staging_.contiguous_free(std::min({want, kMaxWriteBytes - held_, window - held_}));
+}
+
+std::uint32_t Stream::post_data(const std::uint8_t* src, std::uint32_t len, bool more) {
+    if (held_ > 0 && hold_room(len) == 0 && !post_held()) return 0;
     if (!send_credits_.can_send_data() || !sq_.has_room()) return 0;
-    const std::uint32_t chunk =
-        staging_.contiguous_free(std::min({len, kMaxWriteBytes, peer_.writable_contiguous()}));
+    const std::uint32_t chunk = hold_room(len);
     if (chunk == 0) return 0;
-    const std::uint32_t offset = staging_.offset();
-    std::memcpy(link_->staging() + offset, src, chunk);
+    std::memcpy(link_->staging() + staging_.offset(), src, chunk);
     staging_.fill(chunk);
+    held_ += chunk;
+    // A hold that cannot grow goes out now rather than at the next call.
+    if ((!more || hold_room(1) == 0) && !post_held() && error_ != 0) return 0;
+    return chunk;
+}
+
+bool Stream::post_held() {
+    if (held_ == 0) return true;
+    if (error_ != 0 || !send_credits_.can_send_data() || !sq_.has_room()) return false;
+    const auto offset = static_cast<std::uint32_t>((staging_.head() - held_) % staging_.size());
     const std::uint64_t seq = sq_.next_seq();
-    // Past half the staging buffer, ask for a completion so it frees up.
-    const bool signalled = sq_.must_signal(staging_.in_use() > staging_.size() / 2);
-    if (!link_->post_write_imm(offset, chunk, peer_ring_addr_ + peer_.write_offset(), peer_ring_rkey_,
-                                   chunk, seq, signalled)) {
+    // From half the staging buffer on, ask for a completion so it frees up
+    // (at half: a 64 KiB hold in the default 128 KiB buffer must free its
+    // room before the next one fills the rest).
+    const bool signalled = sq_.must_signal(staging_.in_use() >= staging_.size() / 2);
+    if (!link_->post_write_imm(offset, held_, peer_ring_addr_ + peer_.write_offset(), peer_ring_rkey_, held_, seq,
+                               signalled)) {
         fail(errno);
-        return 0;
+        return false;
     }
     sq_.on_posted(signalled, staging_.head());
-    peer_.on_written(chunk);
+    peer_.on_written(held_);
     send_credits_.use();
     sent_since_tick_ = sent_since_heard_ = true;
     ++stats_.writes_posted;
-    stats_.bytes_sent += chunk;
-    return chunk;
+    stats_.bytes_sent += held_;
+    held_ = 0;
+    return true;
 }
 
 void Stream::update_readiness(Arm arm) {

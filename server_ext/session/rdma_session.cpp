@@ -61,8 +61,13 @@ ssize_t RdmaSession::recv(void* buf, std::size_t len, int flags) noexcept {
 
 ssize_t RdmaSession::send(const void* buf, std::size_t len, int flags) noexcept {
     if (!connection_) return errno = EBADF, -1;
-    if ((flags & ~kHarmlessFlags) != 0) return errno = EOPNOTSUPP, -1;
-    return connection_->write(buf, len);
+    if ((flags & ~(kHarmlessFlags | MSG_MORE)) != 0) return errno = EOPNOTSUPP, -1;
+    return connection_->send(buf, len, flags & MSG_MORE);
+}
+
+void RdmaSession::send_held() noexcept {
+    // A failure shows in the next read or write, which logs it.
+    if (connection_) (void)connection_->flush();
 }
 
 int RdmaSession::epoll_ctl(int epfd, int op, epoll_event* event) noexcept {

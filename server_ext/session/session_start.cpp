@@ -14,6 +14,7 @@
 
 #include "server_ext/session/backend_session.hpp"
 #include "server_ext/session/first_packet.hpp"
+#include "server_ext/session/output_batching.hpp"
 #include "server_ext/session/rdma_address.hpp"
 #include "server_ext/session/real_calls.hpp"
 #include "server_ext/settings_gucs.hpp"
@@ -146,6 +147,7 @@ bool decide(int fd, Report& report) noexcept {
                 report.rx_buffer_size = stats.rx_buffer_size;
                 s.rdma = std::move(session);
                 s.phase = SessionPhase::Rdma;
+                install_output_batching();
                 s.pending.clear();
                 report.kind = Report::Upgraded;
                 track_session(report, SessionTransport::Rdma);

@@ -7,6 +7,7 @@
 #include <cerrno>
 
 #include "server_ext/session/backend_session.hpp"
+#include "server_ext/session/output_batching.hpp"
 #include "server_ext/session/real_calls.hpp"
 
 #include "server_ext/pg_headers.hpp"
@@ -55,7 +56,8 @@ ssize_t hook_recv(int fd, void* buf, std::size_t len, int flags) noexcept {
 ssize_t hook_send(int fd, const void* buf, std::size_t len, int flags) noexcept {
     BackendSession& s = backend_session();
     if (fd != s.client_fd || fd < 0) return real_calls().send(fd, buf, len, flags);
-    if (s.phase == SessionPhase::Rdma) return after_rdma_io(s.rdma->send(buf, len, flags));
+    if (s.phase == SessionPhase::Rdma)
+        return after_rdma_io(s.rdma->send(buf, len, output_buffer_full() ? flags | MSG_MORE : flags));
     const ssize_t n = real_calls().send(fd, buf, len, flags);
     return s.tracked ? after_tcp_io(n, s.bytes_sent) : n;
 }
@@ -76,8 +78,13 @@ int hook_epoll_ctl(int epfd, int op, int fd, epoll_event* event) noexcept {
 
 int hook_epoll_wait(int epfd, epoll_event* events, int maxevents, int timeout_ms) noexcept {
     BackendSession& s = backend_session();
-    if (s.phase == SessionPhase::Rdma && s.rdma->watches(epfd))
-        return s.rdma->epoll_wait(epfd, events, maxevents, timeout_ms);
+    if (s.phase == SessionPhase::Rdma) {
+        if (s.rdma->watches(epfd)) return s.rdma->epoll_wait(epfd, events, maxevents, timeout_ms);
+        if (timeout_ms != 0) {  // a wait elsewhere: nothing stays held through it
+            s.rdma->send_held();
+            publish_counters();
+        }
+    }
     return real_calls().epoll_wait(epfd, events, maxevents, timeout_ms);
 }
 

@@ -31,6 +31,10 @@ SHOW pg_rdma.connect_timeout;
 
 -- They are fixed at server start.
 SET pg_rdma.keepalive_interval = '5s';
+-- All but output batching, which is a session's choice.
+SET pg_rdma.output_batching = off;
+SHOW pg_rdma.output_batching;
+RESET pg_rdma.output_batching;
 
 -- The pg_rdma prefix is reserved: unknown names are refused.
 SET pg_rdma.no_such_setting = 1;
