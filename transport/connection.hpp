@@ -26,8 +26,9 @@
 //            had to wait for credits. Unlike TCP's there is no timer: a
 //            caller that sends with MSG_MORE and then stops calling holds
 //            the bytes until its next call, and one that sleeps on fd()
-//            must call set_interest() or flush() first. MSG_DONTWAIT and MSG_NOSIGNAL change nothing (no
-//            call blocks, none raises SIGPIPE); other flags: EOPNOTSUPP.
+//            must call set_interest() or flush() first. MSG_DONTWAIT and
+//            MSG_NOSIGNAL change nothing (no call blocks, none raises
+//            SIGPIPE); other flags: EOPNOTSUPP.
 //   poll_events(wanted) answers poll(2)'s question without blocking:
 //            POLLIN    read() would not say EAGAIN (data, EOF or an error)
 //            POLLOUT   write() would not say EAGAIN
