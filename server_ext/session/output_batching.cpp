@@ -18,9 +18,9 @@ bool in_putmessage = false;
 // A flush means the client may wait for what was sent: nothing stays held.
 void send_held() {
     BackendSession& s = backend_session();
-    if (s.phase != SessionPhase::Rdma || !s.rdma) return;
-    s.rdma->send_held();
-    publish_counters();
+    // Counters only when something went: a flush normally finds nothing
+    // held (its own send ended the hold), once per query.
+    if (s.phase == SessionPhase::Rdma && s.rdma && s.rdma->send_held()) publish_counters();
 }
 
 // No C++ object lives in these frames, so an ereport(ERROR) longjmp out of

@@ -65,9 +65,12 @@ ssize_t RdmaSession::send(const void* buf, std::size_t len, int flags) noexcept 
     return connection_->send(buf, len, flags & MSG_MORE);
 }
 
-void RdmaSession::send_held() noexcept {
+bool RdmaSession::send_held() noexcept {
+    if (!connection_) return false;
+    const std::uint64_t before = connection_->stats().bytes_sent;
     // A failure shows in the next read or write, which logs it.
-    if (connection_) (void)connection_->flush();
+    (void)connection_->flush();
+    return connection_->stats().bytes_sent != before;
 }
 
 int RdmaSession::epoll_ctl(int epfd, int op, epoll_event* event) noexcept {

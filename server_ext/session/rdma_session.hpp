@@ -44,9 +44,10 @@ public:
     ssize_t recv(void* buf, std::size_t len, int flags) noexcept;
     // MSG_MORE: a full output buffer (output_batching.hpp).
     ssize_t send(const void* buf, std::size_t len, int flags) noexcept;
-    // Sends what MSG_MORE sends hold: the backend is about to wait in a set
-    // that does not watch the client (pg_sleep, a lock).
-    void send_held() noexcept;
+    // Sends what MSG_MORE sends hold: the backend flushed, or is about to
+    // wait in a set that does not watch the client (pg_sleep, a lock).
+    // True when bytes went out (the pg_stat_rdma counters moved).
+    bool send_held() noexcept;
     int epoll_ctl(int epfd, int op, epoll_event* event) noexcept;
     int epoll_wait(int epfd, epoll_event* events, int maxevents, int timeout_ms) noexcept;
     // The epoll set `epfd` is being closed.

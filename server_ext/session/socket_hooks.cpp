@@ -80,10 +80,8 @@ int hook_epoll_wait(int epfd, epoll_event* events, int maxevents, int timeout_ms
     BackendSession& s = backend_session();
     if (s.phase == SessionPhase::Rdma) {
         if (s.rdma->watches(epfd)) return s.rdma->epoll_wait(epfd, events, maxevents, timeout_ms);
-        if (timeout_ms != 0) {  // a wait elsewhere: nothing stays held through it
-            s.rdma->send_held();
-            publish_counters();
-        }
+        // A wait elsewhere: nothing stays held through it.
+        if (timeout_ms != 0 && s.rdma->send_held()) publish_counters();
     }
     return real_calls().epoll_wait(epfd, events, maxevents, timeout_ms);
 }
