@@ -16,11 +16,15 @@ const PQcommMethods* socket_methods = nullptr;  // PostgreSQL's, saved at instal
 bool in_putmessage = false;
 
 // A flush means the client may wait for what was sent: nothing stays held.
-void send_held() {
+// True when some bytes still are: they wait for the client's credits.
+bool send_held() {
     BackendSession& s = backend_session();
+    if (s.phase != SessionPhase::Rdma || !s.rdma) return false;
+    bool still_held = false;
     // Counters only when something went: a flush normally finds nothing
     // held (its own send ended the hold), once per query.
-    if (s.phase == SessionPhase::Rdma && s.rdma && s.rdma->send_held()) publish_counters();
+    if (s.rdma->send_held(&still_held)) publish_counters();
+    return still_held;
 }
 
 // No C++ object lives in these frames, so an ereport(ERROR) longjmp out of
@@ -44,15 +48,18 @@ void comm_reset() {
 
 int flush() {
     const int rc = socket_methods->flush();
-    send_held();
+    (void)send_held();
     return rc;
 }
 int flush_if_writable() {
     const int rc = socket_methods->flush_if_writable();
-    send_held();
+    (void)send_held();
     return rc;
 }
-bool is_send_pending() { return socket_methods->is_send_pending(); }
+// Held bytes are pending too: a walsender that is told nothing is pending
+// stops waiting for the socket to become writable, and a hold that waits
+// for credits would then wait for the walsender's next message.
+bool is_send_pending() { return socket_methods->is_send_pending() || send_held(); }
 void putmessage_noblock(char msgtype, const char* s, size_t len) {
     socket_methods->putmessage_noblock(msgtype, s, len);
 }

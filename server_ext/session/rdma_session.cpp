@@ -65,11 +65,13 @@ ssize_t RdmaSession::send(const void* buf, std::size_t len, int flags) noexcept 
     return connection_->send(buf, len, flags & MSG_MORE);
 }
 
-bool RdmaSession::send_held() noexcept {
+bool RdmaSession::send_held(bool* still_held) noexcept {
+    if (still_held != nullptr) *still_held = false;
     if (!connection_) return false;
     const std::uint64_t before = connection_->stats().bytes_sent;
     // A failure shows in the next read or write, which logs it.
-    (void)connection_->flush();
+    const int rc = connection_->flush();
+    if (rc != 0 && errno == EAGAIN && still_held != nullptr) *still_held = true;
     return connection_->stats().bytes_sent != before;
 }
 

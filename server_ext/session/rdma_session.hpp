@@ -47,7 +47,9 @@ public:
     // Sends what MSG_MORE sends hold: the backend flushed, or is about to
     // wait in a set that does not watch the client (pg_sleep, a lock).
     // True when bytes went out (the pg_stat_rdma counters moved).
-    bool send_held() noexcept;
+    // `still_held`, when given, says whether some are still held: they wait
+    // for the client's credits, and go out with them.
+    bool send_held(bool* still_held = nullptr) noexcept;
     int epoll_ctl(int epfd, int op, epoll_event* event) noexcept;
     int epoll_wait(int epfd, epoll_event* events, int maxevents, int timeout_ms) noexcept;
     // The epoll set `epfd` is being closed.
