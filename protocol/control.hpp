@@ -97,9 +97,14 @@ inline constexpr std::uint64_t kKeepalive = 1ull << 0;
 inline constexpr std::uint64_t kOrderlyClose = 1ull << 1;
 // The RX ring is re-announced continuously by CreditUpdate.rx_consumed.
 inline constexpr std::uint64_t kRingCredits = 1ull << 2;
+// Every message but CreditUpdate carries the Solicited Event bit
+// (IBV_SEND_SOLICITED), so a receiver that waits only to read may ask for
+// solicited events alone and is not woken by the peer's credit grants or
+// by its own send completions.
+inline constexpr std::uint64_t kSolicitedEvents = 1ull << 3;
 }  // namespace feature
 inline constexpr std::uint64_t kSupportedFeatures =
-    feature::kKeepalive | feature::kOrderlyClose | feature::kRingCredits;
+    feature::kKeepalive | feature::kOrderlyClose | feature::kRingCredits | feature::kSolicitedEvents;
 inline constexpr std::uint64_t kRequiredFeatures = feature::kOrderlyClose | feature::kRingCredits;
 
 enum class NegotiationStatus : std::uint8_t {

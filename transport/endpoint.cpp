@@ -129,8 +129,9 @@ bool Endpoint::post_send(ibv_send_wr& wr) {
     return true;
 }
 
-unsigned Endpoint::send_flags(std::uint32_t len, bool signalled) const {
+unsigned Endpoint::send_flags(std::uint32_t len, bool signalled, bool solicited) const {
     unsigned flags = signalled ? IBV_SEND_SIGNALED : 0;
+    if (solicited) flags |= IBV_SEND_SOLICITED;
     // The staging bytes stay reserved until the completion all the same
     // (tx_window.hpp): inline only changes who reads them, and when.
     if (len <= inline_limit_) flags |= IBV_SEND_INLINE;
@@ -145,7 +146,7 @@ bool Endpoint::post_write_imm(std::uint32_t staging_offset, std::uint32_t len, s
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wr.send_flags = send_flags(len, signalled);
+    wr.send_flags = send_flags(len, signalled, true);
     wr.imm_data = htonl(imm);
     wr.wr.rdma.remote_addr = remote_addr;
     wr.wr.rdma.rkey = rkey;
@@ -153,7 +154,7 @@ bool Endpoint::post_write_imm(std::uint32_t staging_offset, std::uint32_t len, s
 }
 
 bool Endpoint::post_control(std::uint32_t slot, const protocol::ControlBytes& bytes, std::uint64_t wr_id,
-                            bool signalled) {
+                            bool signalled, bool solicited) {
     std::uint8_t* buf = control_tx_slot(slot);
     std::memcpy(buf, bytes.data(), bytes.size());
     ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf), kSlotBytes, local_.lkey()};
@@ -162,7 +163,7 @@ bool Endpoint::post_control(std::uint32_t slot, const protocol::ControlBytes& by
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.opcode = IBV_WR_SEND;
-    wr.send_flags = send_flags(kSlotBytes, signalled);
+    wr.send_flags = send_flags(kSlotBytes, signalled, solicited);
     return post_send(wr);
 }
 
@@ -208,8 +209,8 @@ void Endpoint::take_completion_event() {
     if (ibv_get_cq_event(comp_channel_.get(), &cq, &ctx) == 0) ibv_ack_cq_events(cq_.get(), 1);
 }
 
-bool Endpoint::arm() {
-    if (int rc = ibv_req_notify_cq(cq_.get(), 0); rc != 0) {
+bool Endpoint::arm(bool solicited_only) {
+    if (int rc = ibv_req_notify_cq(cq_.get(), solicited_only ? 1 : 0); rc != 0) {
         errno = rc;
         return false;
     }

@@ -40,7 +40,7 @@ public:
     bool post_write_imm(std::uint32_t staging_offset, std::uint32_t len, std::uint64_t remote_addr,
                         std::uint32_t rkey, std::uint32_t imm, std::uint64_t wr_id, bool signalled) override;
     bool post_control(std::uint32_t slot, const protocol::ControlBytes& bytes, std::uint64_t wr_id,
-                      bool signalled) override;
+                      bool signalled, bool solicited) override;
     // A liveness probe: a signalled zero-length RDMA WRITE (no immediate) to
     // the peer's ring. It consumes no receive WR and no credit, and the
     // peer's RDMA device acknowledges it without the peer process running,
@@ -55,9 +55,9 @@ public:
     // its event was taken. A second one (never expected) keeps the channel
     // readable and is taken next time.
     void take_completion_event() override;
-    // ibv_req_notify_cq for the next completion, solicited or not. Call
-    // poll() afterwards: completions that raced with it are there.
-    bool arm() override;
+    // ibv_req_notify_cq for the next completion, or the next solicited one.
+    // Call poll() afterwards: completions that raced with it are there.
+    bool arm(bool solicited_only) override;
 
     [[nodiscard]] rdma_cm_id* id() const { return id_.get(); }
     [[nodiscard]] rdma_event_channel* cm_channel() const { return cm_channel_.get(); }
@@ -79,8 +79,9 @@ private:
     bool create_buffers(Error& err);
     bool post_all_receives(Error& err);
     bool post_send(ibv_send_wr& wr);
-    // IBV_SEND_SIGNALED when asked, IBV_SEND_INLINE when len fits.
-    [[nodiscard]] unsigned send_flags(std::uint32_t len, bool signalled) const;
+    // IBV_SEND_SIGNALED and IBV_SEND_SOLICITED when asked, IBV_SEND_INLINE
+    // when len fits.
+    [[nodiscard]] unsigned send_flags(std::uint32_t len, bool signalled, bool solicited) const;
     [[nodiscard]] std::uint8_t* control_tx_slot(std::uint32_t slot) const;
 
     Settings settings_;

@@ -10,9 +10,15 @@
 //   - a signalled send completes locally once the peer's device acknowledged
 //     it, in posting order, whether or not the peer's process runs;
 //   - a zero-length RDMA WRITE (post_probe) consumes nothing at the peer;
+//   - a WRITE WITH IMM, and a SEND posted `solicited`, carries the
+//     Solicited Event bit: its receive completion is solicited; every send
+//     completion is not, failed ones included (rxe's way; the IB spec
+//     would make those solicited);
 //   - completion_fd() turns readable once after arm() when a completion
-//     arrives, and stays readable until take_completion_event(); event_fd()
-//     when a connection event (disconnect) waits.
+//     arrives (arm(true): a solicited one), and stays readable until
+//     take_completion_event(); arm(false) on a CQ armed with arm(true)
+//     widens it to every completion; event_fd() when a connection event
+//     (disconnect) waits.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -41,16 +47,17 @@ public:
     virtual bool post_write_imm(std::uint32_t staging_offset, std::uint32_t len, std::uint64_t remote_addr,
                                 std::uint32_t rkey, std::uint32_t imm, std::uint64_t wr_id, bool signalled) = 0;
     virtual bool post_control(std::uint32_t slot, const protocol::ControlBytes& bytes, std::uint64_t wr_id,
-                              bool signalled) = 0;
+                              bool signalled, bool solicited) = 0;
     virtual bool post_probe(std::uint64_t remote_addr, std::uint32_t rkey, std::uint64_t wr_id) = 0;
 
     // Non-blocking: how many completions were written into `out`, -1 on error.
     virtual int poll(std::span<ibv_wc> out) = 0;
     // Consumes the completion fd's event, leaving the CQ unarmed.
     virtual void take_completion_event() = 0;
-    // Asks for an event on the next completion; poll() again after, since
-    // completions that arrived before the call raise none. False with errno.
-    virtual bool arm() = 0;
+    // Asks for an event on the next completion (solicited_only: the next
+    // solicited one); poll() again after, since completions that arrived
+    // before the call raise none. False with errno.
+    virtual bool arm(bool solicited_only) = 0;
     [[nodiscard]] virtual int completion_fd() const = 0;
     [[nodiscard]] virtual int event_fd() const = 0;
     // Consumes waiting connection events; true if one says the peer is gone

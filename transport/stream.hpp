@@ -189,7 +189,10 @@ private:
         kNever,   // it will call again before sleeping: leave a disarmed CQ's fd() signalled
     };
     void update_readiness(Arm arm = Arm::kIfIdle);
-    void arm_completions();
+    void arm_completions(bool solicited_only);
+    // Whether a sleeper must wake for unsolicited completions too, whatever
+    // it waits for (see update_readiness).
+    [[nodiscard]] bool wants_every_completion() const;
     [[nodiscard]] bool eof() const;
     // Every byte written is known to have reached the peer.
     [[nodiscard]] bool all_written_confirmed() const;
@@ -231,6 +234,7 @@ private:
     // a write without MSG_MORE, or at the next call of another kind.
     std::uint32_t held_ = 0;
     bool cq_armed_ = true;           // armed, or fired unnoticed: fd() wakes for the next completion
+    bool armed_solicited_only_ = false;  // ... the next solicited one only
     // The CQ fired and its event is still in the completion channel, which
     // keeps fd() readable: it is taken when the CQ is armed again.
     bool completion_event_pending_ = false;

@@ -242,7 +242,10 @@ bool Stream::send_control(const protocol::ControlMessage& msg, bool force_signal
     if (!sq_.has_room() || !send_credits_.can_send_control()) return false;
     const std::uint64_t seq = sq_.next_seq();
     const bool signalled = sq_.must_signal(force_signal);
-    if (!link_->post_control(sq_.slot(seq), protocol::encode_control(msg, version_), seq, signalled)) {
+    // A credit grant wakes only a peer that waits to write, which asks for
+    // every completion (wants_every_completion); the rest wake a reader.
+    const bool solicited = !std::holds_alternative<protocol::CreditUpdate>(msg);
+    if (!link_->post_control(sq_.slot(seq), protocol::encode_control(msg, version_), seq, signalled, solicited)) {
         fail(errno);
         return false;
     }
@@ -348,9 +351,13 @@ void Stream::update_readiness(Arm arm) {
     // or, with rxe, a softirq thread's wakeup. Without kIfIdle a disarmed
     // CQ leaves fd() signalled: a caller that sleeps anyway wakes at once
     // and its next call arms.
-    if (!ready && !cq_armed_) {
+    // A sleeper that only waits to read may arm for solicited completions
+    // alone (the peer's data, Close and handshake messages); one armed so
+    // that now needs every completion is armed again, wider.
+    const bool solicited_only = !draining && (signalled & POLLOUT) == 0 && !wants_every_completion();
+    if (!ready && (!cq_armed_ || (armed_solicited_only_ && !solicited_only))) {
         if (arm == Arm::kIfIdle) {
-            arm_completions();
+            arm_completions(solicited_only);
             ready = (readiness() & mask) != 0;
         } else {
             ready = true;
@@ -360,18 +367,29 @@ void Stream::update_readiness(Arm arm) {
     events_.set_ready(ready && !completion_event_pending_);
 }
 
-void Stream::arm_completions() {
+bool Stream::wants_every_completion() const {
+    // Progress that a send completion (room in staging or the send queue)
+    // or the peer's CreditUpdate (credits, ring space) would let us make
+    // without the caller: held bytes and control messages we could not
+    // post yet. A peer that does not mark its messages solicited wakes us
+    // with nothing else.
+    return phase_ != Phase::Established || (stats_.features & protocol::feature::kSolicitedEvents) == 0 ||
+           held_ > 0 || credit_update_pending_ || (close_queued_ && !close_sent_);
+}
+
+void Stream::arm_completions(bool solicited_only) {
     // The event is taken only now, with the arm: until then it kept fd()
     // readable, and a sleep must not find it there.
     if (completion_event_pending_) {
         link_->take_completion_event();
         completion_event_pending_ = false;
     }
-    if (!link_->arm()) {
+    if (!link_->arm(solicited_only)) {
         if (error_ == 0) fail(errno);
         return;
     }
     cq_armed_ = true;
+    armed_solicited_only_ = solicited_only;
     poll_completions();  // what arrived before the arm raised no event
     flush_control();
 }

@@ -57,16 +57,16 @@ bool FakeLink::post_recv(std::uint32_t slot) {
     return true;
 }
 
-void FakeLink::complete(const ibv_wc& wc) {
+void FakeLink::complete(const ibv_wc& wc, bool solicited) {
     cq_.push_back(wc);
-    if (armed_) {
+    if (armed_ && (solicited || !solicited_only_)) {
         armed_ = false;
         ++events_raised_;
         signal_fd(completion_fd_.get());
     }
 }
 
-bool FakeLink::send(std::uint64_t wr_id, bool signalled, ibv_wc_opcode opcode, bool consumes_receive,
+bool FakeLink::send(std::uint64_t wr_id, bool signalled, bool solicited, ibv_wc_opcode opcode, bool consumes_receive,
                     const std::uint8_t* data, std::uint32_t len, std::uint32_t imm, std::uint64_t remote_addr,
                     std::uint32_t rkey) {
     FakeLink* to = peer();
@@ -104,7 +104,7 @@ bool FakeLink::send(std::uint64_t wr_id, bool signalled, ibv_wc_opcode opcode, b
             std::memcpy(to->local_.get() + to->settings_.tx_buffer_size + std::size_t{slot} * kSlotBytes, data, len);
         else
             remote.imm_data = htonl(imm);
-        to->complete(remote);
+        to->complete(remote, solicited);
     }
     if (signalled) complete(local);
     return true;
@@ -112,19 +112,19 @@ bool FakeLink::send(std::uint64_t wr_id, bool signalled, ibv_wc_opcode opcode, b
 
 bool FakeLink::post_write_imm(std::uint32_t staging_offset, std::uint32_t len, std::uint64_t remote_addr,
                               std::uint32_t rkey, std::uint32_t imm, std::uint64_t wr_id, bool signalled) {
-    return send(wr_id, signalled, IBV_WC_RECV_RDMA_WITH_IMM, true, local_.get() + staging_offset, len, imm,
+    return send(wr_id, signalled, true, IBV_WC_RECV_RDMA_WITH_IMM, true, local_.get() + staging_offset, len, imm,
                 remote_addr, rkey);
 }
 
 bool FakeLink::post_control(std::uint32_t, const protocol::ControlBytes& bytes, std::uint64_t wr_id,
-                            bool signalled) {
-    return send(wr_id, signalled, IBV_WC_RECV, true, bytes.data(), static_cast<std::uint32_t>(bytes.size()), 0, 0,
+                            bool signalled, bool solicited) {
+    return send(wr_id, signalled, solicited, IBV_WC_RECV, true, bytes.data(), static_cast<std::uint32_t>(bytes.size()), 0, 0,
                 0);
 }
 
 bool FakeLink::post_probe(std::uint64_t remote_addr, std::uint32_t rkey, std::uint64_t wr_id) {
     ++probes_posted_;
-    return send(wr_id, true, IBV_WC_RDMA_WRITE, false, nullptr, 0, 0, remote_addr, rkey);
+    return send(wr_id, true, false, IBV_WC_RDMA_WRITE, false, nullptr, 0, 0, remote_addr, rkey);
 }
 
 int FakeLink::poll(std::span<ibv_wc> out) {
@@ -141,7 +141,10 @@ void FakeLink::take_completion_event() {
     drain_fd(completion_fd_.get());
 }
 
-bool FakeLink::arm() {
+bool FakeLink::arm(bool solicited_only) {
+    // As ibv_req_notify_cq: a request for every completion widens one for
+    // solicited ones, never the other way round.
+    solicited_only_ = solicited_only && (!armed_ || solicited_only_);
     armed_ = true;
     return true;
 }

@@ -37,13 +37,15 @@ public:
     bool post_write_imm(std::uint32_t staging_offset, std::uint32_t len, std::uint64_t remote_addr,
                         std::uint32_t rkey, std::uint32_t imm, std::uint64_t wr_id, bool signalled) override;
     bool post_control(std::uint32_t slot, const protocol::ControlBytes& bytes, std::uint64_t wr_id,
-                      bool signalled) override;
+                      bool signalled, bool solicited) override;
     bool post_probe(std::uint64_t remote_addr, std::uint32_t rkey, std::uint64_t wr_id) override;
     int poll(std::span<ibv_wc> out) override;
     void take_completion_event() override;
-    bool arm() override;
-    // Whether the next completion would signal completion_fd().
+    bool arm(bool solicited_only) override;
+    // Whether the next completion would signal completion_fd(); with
+    // armed_solicited_only(), only a solicited one would.
     [[nodiscard]] bool armed() const { return armed_; }
+    [[nodiscard]] bool armed_solicited_only() const { return armed_ && solicited_only_; }
     // Completion events raised (an armed CQ's first completion) and taken.
     [[nodiscard]] int events_raised() const { return events_raised_; }
     [[nodiscard]] int events_taken() const { return events_taken_; }
@@ -66,9 +68,11 @@ public:
 private:
     friend struct FakeWire;
     FakeLink* peer() const;
-    void complete(const ibv_wc& wc);  // adds a completion, signals when armed
+    // Adds a completion; signals when armed for it (send completions are
+    // never solicited, as with rxe).
+    void complete(const ibv_wc& wc, bool solicited = false);
     ibv_wc* take_receive(std::uint32_t& slot);
-    bool send(std::uint64_t wr_id, bool signalled, ibv_wc_opcode opcode, bool consumes_receive,
+    bool send(std::uint64_t wr_id, bool signalled, bool solicited, ibv_wc_opcode opcode, bool consumes_receive,
               const std::uint8_t* data, std::uint32_t len, std::uint32_t imm, std::uint64_t remote_addr,
               std::uint32_t rkey);
 
@@ -81,6 +85,7 @@ private:
     std::deque<std::uint32_t> posted_recvs_;
     std::deque<ibv_wc> cq_;
     bool armed_ = true;
+    bool solicited_only_ = false;
     int events_raised_ = 0;
     int events_taken_ = 0;
     bool gone_event_ = false;

@@ -498,3 +498,80 @@ TEST_CASE("MSG_MORE streams arrive in order across ring and staging wraps, with 
     CHECK(s->a->stats().writes_posted < 300);
     CHECK(s->a->stats().write_blocked > 0);
 }
+
+namespace {
+Settings quiet_small_rings() {
+    Settings s = small_rings();
+    const Settings quiet = quiet_keepalive();
+    s.keepalive_interval = quiet.keepalive_interval;
+    s.keepalive_min_interval = quiet.keepalive_min_interval;
+    s.keepalive_timeout = quiet.keepalive_timeout;
+    return s;
+}
+}  // namespace
+
+TEST_CASE("a reader asleep is woken by the peer's data, not by the peer's credit grants", "[stream][solicited]") {
+    auto s = establish(quiet_small_rings(), quiet_small_rings());
+    REQUIRE((s->a->stats().features & pg_rdma::protocol::feature::kSolicitedEvents) != 0);
+    // a sends b a quarter of b's ring (16 KiB): b's read of it makes a
+    // CreditUpdate due.
+    std::vector<std::uint8_t> data(4096, 7);
+    REQUIRE(write_bytes(*s->a, data.data(), data.size()) == 4096);
+    // a waits for a reply: asleep, armed for solicited completions only.
+    CHECK(s->a->poll_events(POLLIN) == 0);
+    CHECK(s->link_a->armed_solicited_only());
+    const int raised = s->link_a->events_raised();
+    REQUIRE((s->b->wait(POLLIN, 1000ms) & POLLIN) != 0);
+    const std::uint64_t grants = s->b->stats().control_sent;
+    std::vector<std::uint8_t> in(8192);
+    REQUIRE(s->b->read(in.data(), in.size()) == 4096);
+    CHECK(s->b->stats().control_sent == grants + 1);
+    // The grant is in a's CQ, and a slept on.
+    CHECK(s->link_a->events_raised() == raised);
+    CHECK_FALSE(readable_now(s->a->fd()));
+    REQUIRE(write_bytes(*s->b, "reply", 5) == 5);
+    CHECK(readable_now(s->a->fd()));
+    REQUIRE((s->a->wait(POLLIN, 1000ms) & POLLIN) != 0);
+    REQUIRE(s->a->read(in.data(), in.size()) == 5);
+    // The grant was taken on the way: a can fill b's whole ring again.
+    std::uint64_t written = 0;
+    for (ssize_t w; (w = write_bytes(*s->a, data.data(), data.size())) > 0;) written += static_cast<std::uint64_t>(w);
+    CHECK(written >= 12 * 1024);
+}
+
+TEST_CASE("a writer waiting for room sleeps armed for every completion and wakes for the peer's credit grant",
+          "[stream][solicited]") {
+    auto s = establish(quiet_small_rings(), quiet_small_rings());
+    std::vector<std::uint8_t> data(4096, 7);
+    while (write_bytes(*s->a, data.data(), data.size()) > 0) {
+    }
+    REQUIRE(errno == EAGAIN);
+    // Waiting to write, and to read as well: a grant must wake it.
+    for (const short wanted : {static_cast<short>(POLLOUT), static_cast<short>(POLLIN | POLLOUT)}) {
+        CHECK(s->a->poll_events(wanted) == 0);
+        CHECK(s->link_a->armed());
+        CHECK_FALSE(s->link_a->armed_solicited_only());
+    }
+    // A wait to read only narrows nothing that is armed wider.
+    CHECK(s->a->poll_events(POLLIN) == 0);
+    CHECK_FALSE(s->link_a->armed_solicited_only());
+    std::vector<std::uint8_t> sink(1 << 20);
+    while (s->b->read(sink.data(), sink.size()) > 0) {
+    }
+    CHECK(readable_now(s->a->fd()));
+    CHECK((s->a->wait(POLLOUT, 1000ms) & POLLOUT) != 0);
+}
+
+TEST_CASE("a reader armed for solicited completions is armed wider once it also waits to write",
+          "[stream][solicited]") {
+    auto s = establish(quiet_small_rings(), quiet_small_rings());
+    CHECK(s->a->poll_events(POLLIN) == 0);
+    REQUIRE(s->link_a->armed_solicited_only());
+    CHECK(s->a->poll_events(POLLIN | POLLOUT) == POLLOUT);  // room: ready, nothing to arm
+    std::vector<std::uint8_t> data(4096, 7);
+    while (write_bytes(*s->a, data.data(), data.size()) > 0) {
+    }
+    CHECK(s->a->poll_events(POLLIN | POLLOUT) == 0);
+    CHECK(s->link_a->armed());
+    CHECK_FALSE(s->link_a->armed_solicited_only());
+}

@@ -75,7 +75,7 @@ public:
 
     bool send(const protocol::ControlBytes& bytes) {
         const std::uint64_t seq = next_seq_++;
-        return ep_->post_control(static_cast<std::uint32_t>(seq), bytes, seq, true);
+        return ep_->post_control(static_cast<std::uint32_t>(seq), bytes, seq, true, true);
     }
 
     // Waits for `count` receive completions (the victim's handshake replies).
