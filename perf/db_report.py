@@ -31,6 +31,9 @@ FIGURES = [
     ("pg_basebackup.{}.mb_per_s", "pg_basebackup", "MB/s", "higher", None),
     ("copy_out.{}.client_cpu_ms_per_mb", "client CPU, COPY out", "ms/MB", "lower", "<= 1.0"),
     ("copy_out.{}.server_cpu_ms_per_mb", "server CPU, COPY out", "ms/MB", "lower", None),
+    # The walsender that sends a base backup does little but move bytes, so
+    # this row shows what rxe's work in the sender's post costs per MB.
+    ("pg_basebackup.{}.server_cpu_ms_per_mb", "server CPU, pg_basebackup", "ms/MB", "lower", None),
     ("select_1.{}.client_cpu_us_per_tx", "client CPU, pgbench -S", "us/tx", "lower", None),
     ("select_1.{}.server_cpu_us_per_tx", "server CPU, pgbench -S", "us/tx", "lower", None),
     ("copy_out.{}.guest_cpu_ms_per_mb", "guest CPU (all, rxe too), COPY out", "ms/MB", "lower", None),

@@ -31,6 +31,9 @@ LAT_SIZES = [64, 1024, 4096, 16384, 65536]
 OURS_WARMUP_ROUND_TRIPS = 20
 OURS_WARMUP_BYTES = 4 * MIB
 PERFTEST_FLOOR_SIZE = 2  # ib_write_lat only
+# perftest tools: their message counts are their iterations.
+PERFTEST_LAT = ("ib_write_lat", "ib_send_lat", "ib_send_lat_events")
+PERFTEST_BW = ("ib_write_bw", "ib_send_bw", "ib_send_bw_events")
 BW_SIZES = [4096, 65536, 1048576]
 
 # Targets, for display only: ours p50 at most 1.3x ib_write_lat's typical and
@@ -92,7 +95,8 @@ def numbers_after_header(lines, header_marker):
     return None
 
 
-def parse_ib_write_lat(lines, _size):
+def parse_perftest_lat(lines, _size):
+    """ib_write_lat and ib_send_lat print the same columns."""
     # columns: bytes iters t_min t_max t_typical t_avg t_stdev p99 p99.9
     row = numbers_after_header(lines, "t_typical")
     if not row or len(row) < 8:
@@ -100,7 +104,8 @@ def parse_ib_write_lat(lines, _size):
     return {"typical_us": row[4], "avg_us": row[5], "p99_us": row[7], "iters": int(row[1])}
 
 
-def parse_ib_write_bw(lines, _size):
+def parse_perftest_bw(lines, _size):
+    """ib_write_bw and ib_send_bw print the same columns."""
     # columns: bytes iters peak average msg_rate; perftest's "MB/sec" is
     # 2^20 bytes per second (bytes x iterations / duration agrees).
     row = numbers_after_header(lines, "BW average")
@@ -175,14 +180,20 @@ LATENCY_TOOLS = {
     "ours": ("ours-lat", parse_ours_latency, "p50_us"),
     "ours_spin": ("ours-lat-spin", parse_ours_latency, "p50_us"),
     "tcp": ("tcp-lat", parse_ours_latency, "p50_us"),
-    "ib_write_lat": ("ib_write_lat", parse_ib_write_lat, "typical_us"),
+    "ib_write_lat": ("ib_write_lat", parse_perftest_lat, "typical_us"),
+    # Raw verbs with ours' mechanism: the receiver learns of each message
+    # from a receive completion, busy-polling or sleeping on its event.
+    "ib_send_lat": ("ib_send_lat", parse_perftest_lat, "typical_us"),
+    "ib_send_lat_events": ("ib_send_lat_e", parse_perftest_lat, "typical_us"),
     "rstream": ("rstream-lat", parse_rstream, "avg_us"),
 }
 BANDWIDTH_TOOLS = {
     "ours": ("ours-bw", parse_ours_bandwidth, "MiBps"),
     "ours_spin": ("ours-bw-spin", parse_ours_bandwidth, "MiBps"),
     "tcp": ("tcp-bw", parse_ours_bandwidth, "MiBps"),
-    "ib_write_bw": ("ib_write_bw", parse_ib_write_bw, "MiBps"),
+    "ib_write_bw": ("ib_write_bw", parse_perftest_bw, "MiBps"),
+    "ib_send_bw": ("ib_send_bw", parse_perftest_bw, "MiBps"),
+    "ib_send_bw_events": ("ib_send_bw_e", parse_perftest_bw, "MiBps"),
     "rstream": ("rstream-bw", parse_rstream, "MiBps"),
 }
 
@@ -216,7 +227,7 @@ def latency_messages(tool, result):
         return None
     if tool in ("ours", "ours_spin", "tcp"):
         return 2 * (result["iters"] + OURS_WARMUP_ROUND_TRIPS)
-    if tool == "ib_write_lat":
+    if tool in PERFTEST_LAT:
         return 2 * result["iters"]
     return result.get("planned_messages")
 
@@ -226,7 +237,7 @@ def bandwidth_mib(tool, result, size):
         return None
     if tool in ("ours", "ours_spin", "tcp"):
         return (result["messages"] * size + OURS_WARMUP_BYTES) / MIB
-    if tool == "ib_write_bw":
+    if tool in PERFTEST_BW:
         return result["iters"] * size / MIB
     planned = result.get("planned_messages")
     return None if planned is None else planned * size / MIB
@@ -247,7 +258,16 @@ def latency_row(rounds, size):
          ratio(field(row["ours"], "avg_us"), field(row["rstream"], "avg_us")),
          "ours_p50_over_tcp_p50": ratio(field(row["ours"], "p50_us"), field(row["tcp"], "p50_us")),
          "ours_spin_p50_over_ib_write_lat_typical":
-         ratio(field(row["ours_spin"], "p50_us"), ib_typ)}
+         ratio(field(row["ours_spin"], "p50_us"), ib_typ),
+         # What the mechanism costs raw verbs, and ours against raw verbs
+         # using it: busy-polling (spin) and sleeping on events (ours).
+         "ib_send_lat_over_ib_write_lat": ratio(field(row["ib_send_lat"], "typical_us"), ib_typ),
+         "ib_send_lat_events_over_ib_write_lat":
+         ratio(field(row["ib_send_lat_events"], "typical_us"), ib_typ),
+         "ours_spin_p50_over_ib_send_lat_typical":
+         ratio(field(row["ours_spin"], "p50_us"), field(row["ib_send_lat"], "typical_us")),
+         "ours_p50_over_ib_send_lat_events_typical":
+         ratio(field(row["ours"], "p50_us"), field(row["ib_send_lat_events"], "typical_us"))}
     row["ratios"] = r
     row["targets"] = {
         "p50_at_most_1.3x_ib_write_lat":
@@ -267,7 +287,14 @@ def bandwidth_row(rounds, size):
     r = {"ours_over_ib_write_bw": ratio(mine, ib),
          "ours_over_rstream": ratio(mine, field(row["rstream"], "MiBps")),
          "ours_over_tcp": ratio(mine, field(row["tcp"], "MiBps")),
-         "ours_spin_over_ib_write_bw": ratio(field(row["ours_spin"], "MiBps"), ib)}
+         "ours_spin_over_ib_write_bw": ratio(field(row["ours_spin"], "MiBps"), ib),
+         "ib_send_bw_over_ib_write_bw": ratio(field(row["ib_send_bw"], "MiBps"), ib),
+         "ib_send_bw_events_over_ib_write_bw":
+         ratio(field(row["ib_send_bw_events"], "MiBps"), ib),
+         "ours_spin_over_ib_send_bw":
+         ratio(field(row["ours_spin"], "MiBps"), field(row["ib_send_bw"], "MiBps")),
+         "ours_over_ib_send_bw_events":
+         ratio(mine, field(row["ib_send_bw_events"], "MiBps"))}
     row["ratios"] = r
     row["targets"] = {
         "at_least_0.9x_ib_write_bw": verdict(r["ours_over_ib_write_bw"], TARGET_BW_VS_IB, "ge"),
@@ -350,6 +377,35 @@ def print_latency(rows):
          for r in rows if r["size"] != PERFTEST_FLOOR_SIZE])
 
 
+def print_latency_mechanism(rows):
+    print_table(
+        "Latency with ours' mechanism in raw verbs: ib_send_lat, a receive completion per"
+        " message (busy-polling; -e: sleeping on its event), us and ratios",
+        ["size", "send typ", "send -e typ", "send/ib_lat", "send -e/ib_lat", "spin p50/send",
+         "ours p50/send -e"],
+        [[size_label(r["size"]), num(field(r["ib_send_lat"], "typical_us")),
+          num(field(r["ib_send_lat_events"], "typical_us")),
+          num(r["ratios"]["ib_send_lat_over_ib_write_lat"]),
+          num(r["ratios"]["ib_send_lat_events_over_ib_write_lat"]),
+          num(r["ratios"]["ours_spin_p50_over_ib_send_lat_typical"]),
+          num(r["ratios"]["ours_p50_over_ib_send_lat_events_typical"])]
+         for r in rows if r["size"] != PERFTEST_FLOOR_SIZE])
+
+
+def print_bandwidth_mechanism(rows):
+    print_table(
+        "Bandwidth with ours' mechanism in raw verbs: ib_send_bw, a receive completion per"
+        " message (busy-polling; -e: sleeping on its event), MiB/s and ratios",
+        ["size", "send", "send -e", "send/ib_bw", "send -e/ib_bw", "spin/send", "ours/send -e"],
+        [[size_label(r["size"]), num(field(r["ib_send_bw"], "MiBps")),
+          num(field(r["ib_send_bw_events"], "MiBps")),
+          num(r["ratios"]["ib_send_bw_over_ib_write_bw"]),
+          num(r["ratios"]["ib_send_bw_events_over_ib_write_bw"]),
+          num(r["ratios"]["ours_spin_over_ib_send_bw"]),
+          num(r["ratios"]["ours_over_ib_send_bw_events"])]
+         for r in rows])
+
+
 def print_bandwidth(rows):
     print_table(
         "Streaming bandwidth, MiB/s (one direction, until the receiver has the last byte)",
@@ -372,15 +428,17 @@ def print_bandwidth(rows):
 def print_cpu(lat, bw):
     print_table(
         "CPU per message, us (client + server process, user + system; latency runs)",
-        ["size", "ours", "spin", "tcp", "ib_write_lat", "rstream"],
+        ["size", "ours", "spin", "tcp", "ib_write_lat", "ib_send_lat", "send -e", "rstream"],
         [[size_label(r["size"])] + [num(field(r[t], "cpu_us_per_message"))
-                                    for t in ("ours", "ours_spin", "tcp", "ib_write_lat", "rstream")]
+                                    for t in ("ours", "ours_spin", "tcp") + PERFTEST_LAT
+                                    + ("rstream",)]
          for r in lat if r["size"] != PERFTEST_FLOOR_SIZE])
     print_table(
         "CPU per MiB moved, ms (client + server process, user + system; bandwidth runs)",
-        ["size", "ours", "spin", "tcp", "ib_write_bw", "rstream"],
+        ["size", "ours", "spin", "tcp", "ib_write_bw", "ib_send_bw", "send -e", "rstream"],
         [[size_label(r["size"])] + [num(field(r[t], "cpu_ms_per_mib"))
-                                    for t in ("ours", "ours_spin", "tcp", "ib_write_bw", "rstream")]
+                                    for t in ("ours", "ours_spin", "tcp") + PERFTEST_BW
+                                    + ("rstream",)]
          for r in bw])
 
 
@@ -432,8 +490,9 @@ def print_header(env):
           % (env.get("device", "?"), env.get("address", "?"), env.get("kernel", "?"),
              env.get("cpus", "?"), env.get("started", "?"), env.get("duration_s", "?"),
              env.get("rounds_run", "?"), env.get("rounds", "?")))
-    print("Soft-RoCE in a TCG guest: only the ratios mean anything. ours and tcp wait in poll();"
-          " spin, ib_write_* and rstream busy-poll.\n")
+    print("Soft-RoCE in a TCG guest: only the ratios mean anything. ours and tcp wait in poll(),"
+          " ib_send_* -e on completion events; spin, the other perftest tools and rstream"
+          " busy-poll.\n")
 
 
 def print_warnings(lat, bw, env):
@@ -477,7 +536,9 @@ def main(argv):
         f.write("\n")
     print_header(env)
     print_latency(lat)
+    print_latency_mechanism(lat)
     print_bandwidth(bw)
+    print_bandwidth_mechanism(bw)
     print_cpu(lat, bw)
     print_pinned(pinned)
     print_warnings(lat, bw, env)

@@ -7,7 +7,10 @@
 #   ours     BUILD_DIR/perf/transport_bench over the pg_rdma transport
 #            (waiting in poll(), and again busy-polling: "spin")
 #   tcp      the same binary and code over TCP to the same address (--tcp)
-#   perftest ib_write_lat / ib_write_bw on RXE_DEV (the raw verbs ceiling)
+#   perftest ib_write_lat / ib_write_bw on RXE_DEV (the raw verbs ceiling),
+#            and ib_send_lat / ib_send_bw, busy-polling and sleeping on
+#            completion events (-e): raw verbs with ours' mechanism, a
+#            receive completion per message
 #   rstream  librdmacm's rsocket benchmark
 # and the CPU time each process used; then perf/report.py prints the table
 # and writes OUT_JSON (default perf/results/transport-<UTC time>.json) and a
@@ -40,7 +43,7 @@ readonly LAT_SIZES="64 1024 4096 16384 65536"
 readonly PERFTEST_FLOOR_SIZE=2   # ib_write_lat's customary minimum
 readonly BW_SIZES="4096 65536 1048576"
 
-# --- budgets: two rounds stay within about 5 minutes on TCG -------------------
+# --- budgets: two rounds stay within about 6 minutes on TCG -------------------
 readonly OURS_LAT_SECONDS=1        # per size, after warm-up
 readonly OURS_LAT_MAX_ITERS=2000   # round trips per size, at most
 readonly OURS_BW_SECONDS=2         # per size, after warm-up
@@ -141,12 +144,12 @@ ours() {
     "${budget[@]}"
 }
 
-# perftest: server and client take the same options; -F skips the cpufreq
-# check, which means nothing in a guest.
+# perftest NAME TOOL SIZE OPTIONS...: server and client take the same
+# options; -F skips the cpufreq check, which means nothing in a guest.
 perftest() {
-  local tool=$1 size=$2; shift 2
+  local name=$1 tool=$2 size=$3; shift 3
   local args=(-d "$RXE_DEV" -p "$PERFTEST_PORT" -F -s "$size" "$@")
-  run_pair "$tool-$size" ready_perftest "$tool" "${args[@]}" -- "$tool" "${args[@]}" "$RXE_IP"
+  run_pair "$name-$size" ready_perftest "$tool" "${args[@]}" -- "$tool" "${args[@]}" "$RXE_IP"
 }
 
 # rstream: -S size, -C transfers each way per iteration, -I iterations; the
@@ -177,7 +180,9 @@ latency_size() {
   ours ours-lat "$OURS_PORT" latency "$size"
   ours ours-lat-spin "$OURS_PORT" latency "$size" --spin
   ours tcp-lat "$TCP_PORT" latency "$size" --tcp
-  perftest ib_write_lat "$size" -n "$(lat_iters "$size")"
+  perftest ib_write_lat ib_write_lat "$size" -n "$(lat_iters "$size")"
+  perftest ib_send_lat ib_send_lat "$size" -n "$(lat_iters "$size")"
+  perftest ib_send_lat_e ib_send_lat "$size" -n "$(lat_iters "$size")" -e
   rstream_pair rstream-lat "$size" -C 1 -I "$(lat_iters "$size")"
 }
 
@@ -187,7 +192,9 @@ bandwidth_size() {
   ours ours-bw "$OURS_PORT" bandwidth "$size"
   ours ours-bw-spin "$OURS_PORT" bandwidth "$size" --spin
   ours tcp-bw "$TCP_PORT" bandwidth "$size" --tcp
-  perftest ib_write_bw "$size" -n $((IB_BW_BYTES / size))
+  perftest ib_write_bw ib_write_bw "$size" -n $((IB_BW_BYTES / size))
+  perftest ib_send_bw ib_send_bw "$size" -n $((IB_BW_BYTES / size))
+  perftest ib_send_bw_e ib_send_bw "$size" -n $((IB_BW_BYTES / size)) -e
   rstream_pair rstream-bw "$size" -C $((RSTREAM_BW_BYTES / size)) -I 1
 }
 
@@ -195,7 +202,7 @@ run_round() {
   local size
   OUT=$RAW/r$1
   mkdir -p "$OUT" || exit 1
-  perftest ib_write_lat "$PERFTEST_FLOOR_SIZE" -n "$(lat_iters "$PERFTEST_FLOOR_SIZE")"
+  perftest ib_write_lat ib_write_lat "$PERFTEST_FLOOR_SIZE" -n "$(lat_iters "$PERFTEST_FLOOR_SIZE")"
   for size in $LAT_SIZES; do latency_size "$size"; done
   for size in $BW_SIZES; do bandwidth_size "$size"; done
 }
