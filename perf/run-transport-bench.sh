@@ -43,7 +43,7 @@ readonly LAT_SIZES="64 1024 4096 16384 65536"
 readonly PERFTEST_FLOOR_SIZE=2   # ib_write_lat's customary minimum
 readonly BW_SIZES="4096 65536 1048576"
 
-# --- budgets: two rounds stay within about 6 minutes on TCG -------------------
+# --- budgets: two rounds stay within about 5-7 minutes on TCG -----------------
 readonly OURS_LAT_SECONDS=1        # per size, after warm-up
 readonly OURS_LAT_MAX_ITERS=2000   # round trips per size, at most
 readonly OURS_BW_SECONDS=2         # per size, after warm-up

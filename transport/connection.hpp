@@ -158,7 +158,8 @@ public:
     ssize_t send(const void* buf, std::size_t len, int flags) noexcept;
     // Posts what MSG_MORE sends hold. 0 when nothing is held any more; -1
     // with EAGAIN while the hold waits for the peer's credits or send queue
-    // room (the next call that makes progress posts it), or with the
+    // room (the next call that makes progress posts it), with EPIPE when
+    // the peer closed and left first (they can never go), or with the
     // connection's error.
     int flush() noexcept;
     int shutdown(int how) noexcept;

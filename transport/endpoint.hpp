@@ -52,8 +52,9 @@ public:
     // Non-blocking: returns how many completions were written into `out`.
     int poll(std::span<ibv_wc> out) override;
     // The channel holds at most one event: the CQ is armed again only after
-    // its event was taken. A second one (never expected) keeps the channel
-    // readable and is taken next time.
+    // its event was taken. A second one (a queue armed for solicited
+    // completions that fired unnoticed and was then armed wider) keeps the
+    // channel readable and is taken next time: one spurious wakeup.
     void take_completion_event() override;
     // ibv_req_notify_cq for the next completion, or the next solicited one.
     // Call poll() afterwards: completions that raced with it are there.

@@ -206,6 +206,7 @@ int Stream::flush() {
         end_hold();
     }
     if (error_ != 0) return error_;
+    if (held_ > 0 && peer_disconnected_) return EPIPE;  // they can never leave
     return held_ > 0 ? EAGAIN : 0;
 }
 

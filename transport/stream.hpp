@@ -215,6 +215,7 @@ private:
 
     std::uint64_t peer_ring_addr_ = 0;
     std::uint32_t peer_ring_rkey_ = 0;
+    std::uint16_t peer_credits_ = 0;  // receive WRs the peer posts for us (its queue depth)
     Phase phase_ = Phase::AwaitOffer;
     std::uint8_t version_ = protocol::kMinProtocolVersion;  // format of what we send
     std::string failure_reason_;  // why the handshake or the peer failed, for Error

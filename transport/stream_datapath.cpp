@@ -242,9 +242,15 @@ bool Stream::send_control(const protocol::ControlMessage& msg, bool force_signal
     if (!sq_.has_room() || !send_credits_.can_send_control()) return false;
     const std::uint64_t seq = sq_.next_seq();
     const bool signalled = sq_.must_signal(force_signal);
-    // A credit grant wakes only a peer that waits to write, which asks for
-    // every completion (wants_every_completion); the rest wake a reader.
-    const bool solicited = !std::holds_alternative<protocol::CreditUpdate>(msg);
+    // A credit grant wakes a peer that waits to write, which asks for every
+    // completion (wants_every_completion), and not a reader asleep on
+    // solicited ones: the rest do. But a CreditUpdate also uses one of our
+    // credits, which the peer gives back only once it has polled it, and
+    // only when our remaining credits are at most half its queue
+    // (RecvCredits::grant_due). From there on ours wake it too, or a run of
+    // CreditUpdates to a sleeping reader would leave us none for data.
+    const bool solicited = !std::holds_alternative<protocol::CreditUpdate>(msg) ||
+                           send_credits_.available() - 1 <= peer_credits_ / 2u;
     if (!link_->post_control(sq_.slot(seq), protocol::encode_control(msg, version_), seq, signalled, solicited)) {
         fail(errno);
         return false;
@@ -358,6 +364,9 @@ void Stream::update_readiness(Arm arm) {
     if (!ready && (!cq_armed_ || (armed_solicited_only_ && !solicited_only))) {
         if (arm == Arm::kIfIdle) {
             arm_completions(solicited_only);
+            // The arm's poll may have taken a message that made a grant due
+            // which could not be posted: that waits for every completion.
+            if (armed_solicited_only_ && wants_every_completion()) arm_completions(false);
             ready = (readiness() & mask) != 0;
         } else {
             ready = true;

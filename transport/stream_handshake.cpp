@@ -97,6 +97,7 @@ bool Stream::on_agreement(const protocol::FeatureAgreement& agreed) {
 
 bool Stream::apply_agreement(const protocol::FeatureAgreement& agreed, std::uint16_t peer_credits) {
     version_ = agreed.version;
+    peer_credits_ = peer_credits;
     if (!send_credits_.on_grant(peer_credits, protocol::kMaxCredits))
         return protocol_error("the peer announced an impossible credit count");
     const Millis interval{agreed.keepalive_interval_ms};

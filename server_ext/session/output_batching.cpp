@@ -1,5 +1,7 @@
 #include "server_ext/session/output_batching.hpp"
 
+#include <cerrno>
+
 #include "server_ext/session/backend_session.hpp"
 #include "server_ext/settings_gucs.hpp"
 
@@ -21,9 +23,11 @@ bool send_held() {
     BackendSession& s = backend_session();
     if (s.phase != SessionPhase::Rdma || !s.rdma) return false;
     bool still_held = false;
+    const int saved_errno = errno;  // PostgreSQL's callers may still read it
     // Counters only when something went: a flush normally finds nothing
     // held (its own send ended the hold), once per query.
     if (s.rdma->send_held(&still_held)) publish_counters();
+    errno = saved_errno;
     return still_held;
 }
 
