@@ -118,7 +118,14 @@ bool FakeLink::post_write_imm(std::uint32_t staging_offset, std::uint32_t len, s
 
 bool FakeLink::post_control(std::uint32_t, const protocol::ControlBytes& bytes, std::uint64_t wr_id,
                             bool signalled, bool solicited) {
-    return send(wr_id, signalled, solicited, IBV_WC_RECV, true, bytes.data(), static_cast<std::uint32_t>(bytes.size()), 0, 0,
+    protocol::ControlBytes sent = bytes;
+    // GetServerFeature (a big-endian u16 opcode, 0) carries its feature
+    // bits as a big-endian u64 at bytes 8-15 (protocol/control.hpp).
+    constexpr std::size_t kFeaturesAt = 8;
+    if (sent[0] == 0 && sent[1] == static_cast<std::uint8_t>(protocol::Opcode::GetServerFeature))
+        for (std::size_t i = 0; i < 8; ++i)
+            sent[kFeaturesAt + i] &= static_cast<std::uint8_t>(wire_->offer_features >> (56 - 8 * i));
+    return send(wr_id, signalled, solicited, IBV_WC_RECV, true, sent.data(), static_cast<std::uint32_t>(sent.size()), 0, 0,
                 0);
 }
 
@@ -177,9 +184,10 @@ protocol::XferMemory FakeLink::rx_ring_announcement() const {
 FakePair::FakePair(const Settings& sa, const Settings& sb)
     : a(std::make_unique<FakeLink>(wire, 0, sa)), b(std::make_unique<FakeLink>(wire, 1, sb)) {}
 
-std::unique_ptr<Streams> establish(const Settings& sa, const Settings& sb) {
+std::unique_ptr<Streams> establish(const Settings& sa, const Settings& sb, std::uint64_t offer_features) {
     using Step = transport::Stream::SetupStep;
     auto s = std::make_unique<Streams>(Streams{FakePair(sa, sb), nullptr, nullptr, nullptr, nullptr});
+    s->pair.wire->offer_features = offer_features;
     s->link_a = s->pair.a.get();
     s->link_b = s->pair.b.get();
     transport::Error err;

@@ -98,6 +98,9 @@ struct FakeWire {
     std::array<FakeLink*, 2> ends{nullptr, nullptr};
     bool cut = false;           // the host vanished: drop everything silently
     bool disconnected = false;  // rdma_disconnect happened
+    // Feature bits a GetServerFeature keeps on its way: less than all makes
+    // the active side look like an older build that does not know them.
+    std::uint64_t offer_features = ~0ull;
 };
 
 // Two connected fake links.
@@ -115,6 +118,8 @@ struct Streams {
     FakeLink* link_b;
     std::unique_ptr<transport::Stream> a, b;
 };
-std::unique_ptr<Streams> establish(const Settings& sa = Settings{}, const Settings& sb = Settings{});
+// `offer_features`: FakeWire::offer_features during the handshake.
+std::unique_ptr<Streams> establish(const Settings& sa = Settings{}, const Settings& sb = Settings{},
+                                   std::uint64_t offer_features = ~0ull);
 
 }  // namespace pg_rdma::test

@@ -594,3 +594,23 @@ TEST_CASE("a reader armed for solicited completions is armed wider once it also 
     CHECK(s->link_a->armed());
     CHECK_FALSE(s->link_a->armed_solicited_only());
 }
+
+TEST_CASE("with a peer that does not offer solicited events, a reader sleeps armed for every completion",
+          "[stream][solicited]") {
+    using pg_rdma::protocol::feature::kSolicitedEvents;
+    auto s = establish(quiet_small_rings(), quiet_small_rings(), ~kSolicitedEvents);
+    for (Stream* end : {s->a.get(), s->b.get()}) CHECK((end->stats().features & kSolicitedEvents) == 0);
+    for (FakeLink* link : {s->link_a, s->link_b}) {
+        Stream& end = link == s->link_a ? *s->a : *s->b;
+        CHECK(end.poll_events(POLLIN) == 0);
+        CHECK(link->armed());
+        CHECK_FALSE(link->armed_solicited_only());
+    }
+    // The peer's grants still wake a: as before the feature existed.
+    std::vector<std::uint8_t> data(4096, 7), in(8192);
+    REQUIRE(write_bytes(*s->a, data.data(), data.size()) == 4096);
+    CHECK(s->a->poll_events(POLLIN) == 0);
+    REQUIRE((s->b->wait(POLLIN, 1000ms) & POLLIN) != 0);
+    REQUIRE(s->b->read(in.data(), in.size()) == 4096);
+    CHECK(readable_now(s->a->fd()));
+}
