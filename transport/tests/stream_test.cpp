@@ -51,6 +51,25 @@ Settings quiet_keepalive() {
     return s;
 }
 
+Settings quiet_small_rings() {
+    Settings s = small_rings();
+    const Settings quiet = quiet_keepalive();
+    s.keepalive_interval = quiet.keepalive_interval;
+    s.keepalive_min_interval = quiet.keepalive_min_interval;
+    s.keepalive_timeout = quiet.keepalive_timeout;
+    return s;
+}
+
+// `to` sees the peer's Close, then reads exactly `text`, then EOF.
+void reads_then_eof(Stream& to, const std::string& text) {
+    REQUIRE((to.wait(POLLRDHUP, 1000ms) & POLLRDHUP) != 0);
+    char buf[64];
+    REQUIRE(text.size() < sizeof buf);
+    REQUIRE(to.read(buf, sizeof buf) == static_cast<ssize_t>(text.size()));
+    CHECK(std::string(buf, text.size()) == text);
+    CHECK(to.read(buf, sizeof buf) == 0);
+}
+
 double cpu_seconds() {
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
@@ -457,11 +476,7 @@ TEST_CASE("the Close after a hold counts the held bytes: the peer reads them, th
     auto s = establish();
     REQUIRE(write_more(*s->a, "last words", 10) == 10);
     REQUIRE(s->a->shutdown_write() == 0);
-    REQUIRE((s->b->wait(POLLRDHUP, 1000ms) & POLLRDHUP) != 0);
-    char buf[32];
-    REQUIRE(s->b->read(buf, sizeof buf) == 10);
-    CHECK(std::string(buf, 10) == "last words");
-    CHECK(s->b->read(buf, sizeof buf) == 0);
+    reads_then_eof(*s->b, "last words");
     CHECK(s->a->close() == 0);
 }
 
@@ -470,11 +485,7 @@ TEST_CASE("close after a hold sends it before the Close and returns 0 once it is
     auto s = establish();
     REQUIRE(write_more(*s->a, "held to the end", 15) == 15);
     CHECK(s->a->close() == 0);
-    REQUIRE((s->b->wait(POLLRDHUP, 1000ms) & POLLRDHUP) != 0);
-    char buf[32];
-    REQUIRE(s->b->read(buf, sizeof buf) == 15);
-    CHECK(std::string(buf, 15) == "held to the end");
-    CHECK(s->b->read(buf, sizeof buf) == 0);
+    reads_then_eof(*s->b, "held to the end");
 }
 
 TEST_CASE("the pieces of one writev go out as one WRITE", "[stream][more]") {
@@ -498,17 +509,6 @@ TEST_CASE("MSG_MORE streams arrive in order across ring and staging wraps, with 
     CHECK(s->a->stats().writes_posted < 300);
     CHECK(s->a->stats().write_blocked > 0);
 }
-
-namespace {
-Settings quiet_small_rings() {
-    Settings s = small_rings();
-    const Settings quiet = quiet_keepalive();
-    s.keepalive_interval = quiet.keepalive_interval;
-    s.keepalive_min_interval = quiet.keepalive_min_interval;
-    s.keepalive_timeout = quiet.keepalive_timeout;
-    return s;
-}
-}  // namespace
 
 TEST_CASE("a reader asleep is woken by the peer's data, not by the peer's credit grants", "[stream][solicited]") {
     auto s = establish(quiet_small_rings(), quiet_small_rings());
