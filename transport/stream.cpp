@@ -247,7 +247,8 @@ int Stream::sleep_for(short wanted, Millis timeout, unsigned& woke) {
     return rc;
 }
 
-short Stream::spin_until_ready(short wanted, std::chrono::nanoseconds limit, bool reply, Clock::time_point start) {
+short Stream::spin_until_ready(short wanted, std::chrono::nanoseconds limit, bool reply,
+                               std::optional<Clock::time_point> start) {
     const auto mask = static_cast<short>(wanted | POLLERR | POLLHUP);
     // The fast path makes no system call: completions already there, or
     // arriving within the spin budget, are caught without consuming events
@@ -255,16 +256,19 @@ short Stream::spin_until_ready(short wanted, std::chrono::nanoseconds limit, boo
     // asked only after a sleep they ended.
     poll_completions();
     const auto ready_now = [&] { return static_cast<short>(readiness() & mask); };
+    // The latest clock reading: a reply's wait is timed with the spin's own
+    // readings (at most kPollsPerClockRead polls early), not another one.
+    std::optional<Clock::time_point> seen = start;
     if (ready_now() == 0 && limit.count() > 0 && settings_.busy_poll.count() > 0) {
         if (const auto budget = std::min(spin_.budget(reply), limit); budget.count() > 0) {
-            busy_poll(budget, [&] { return ready_now() != 0; });
+            seen = busy_poll(budget, seen ? *seen : Clock::now(), [&] { return ready_now() != 0; });
             spin_.on_spin(ready_now() != 0);
         }
     }
     const short r = ready_now();
     if (r != 0) {
         flush_control();  // credit updates the spin made due
-        if (reply && (r & POLLIN) != 0) spin_.on_wait(Clock::now() - start);
+        if (reply && start && (r & POLLIN) != 0) spin_.on_wait(*seen - *start);
     }
     return r;
 }
@@ -274,7 +278,7 @@ short Stream::spin(short wanted) {
     end_hold();
     const bool reply = awaits_reply(wanted);
     return spin_until_ready(wanted, std::chrono::nanoseconds::max(), reply,
-                            reply ? Clock::now() : Clock::time_point{});
+                            reply ? std::optional{Clock::now()} : std::nullopt);
 }
 
 int Stream::wait(short wanted, Millis timeout) {
@@ -285,8 +289,8 @@ int Stream::wait(short wanted, Millis timeout) {
     const bool timed = timeout.count() >= 0;
     // The clock only when something needs it (see busy_poll): a wait
     // without a timeout for more of a stream reads it only to spin.
-    const auto start = reply || timed ? Clock::now() : Clock::time_point{};
-    const auto deadline = timed ? start + timeout : Clock::time_point::max();
+    const auto start = reply || timed ? std::optional{Clock::now()} : std::nullopt;
+    const auto deadline = timed ? *start + timeout : Clock::time_point::max();
     // The spin never outlasts the caller's timeout (busy_poll may be set
     // longer than a short timeout).
     const std::chrono::nanoseconds limit = timed ? std::chrono::nanoseconds{timeout} : std::chrono::nanoseconds::max();
@@ -321,7 +325,7 @@ int Stream::wait(short wanted, Millis timeout) {
         }
         if (r != 0) break;
     }
-    if (reply && (r & POLLIN) != 0) spin_.on_wait(Clock::now() - start);
+    if (reply && (r & POLLIN) != 0) spin_.on_wait(Clock::now() - *start);
     return r;
 }
 

@@ -121,22 +121,27 @@ private:
     // a wakeup has said which.
     bool take_in(unsigned pending);
     bool poll_completions();
-    // Polls completions until `done()` or `budget` has passed. The clock is
+    // Polls completions until `done()` or `budget` has passed since `from`
+    // (a reading the caller already took); returns the latest reading, so
+    // a caller timing its wait needs no reading of its own. The clock is
     // read once every kPollsPerClockRead polls: where clock_gettime is a
     // real system call (a guest whose clocksource has no vDSO: HPET, ACPI
-    // PM timer) reading it every poll costs more than the poll itself.
+    // PM timer; 0.9 us a call in the TCG guest) reading it every poll
+    // costs more than the poll itself, and a spin that catches its
+    // completion within those polls reads it not at all.
     static constexpr int kPollsPerClockRead = 8;
     template <class Done>
-    void busy_poll(std::chrono::nanoseconds budget, Done done) {
-        if (budget.count() <= 0) return;
-        const auto until = Clock::now() + budget;
-        for (;;) {
+    Clock::time_point busy_poll(std::chrono::nanoseconds budget, Clock::time_point from, Done done) {
+        const auto until = from + budget;
+        auto seen = from;
+        while (seen < until) {
             for (int i = 0; i < kPollsPerClockRead; ++i) {
-                if (error_ != 0 || done()) return;
+                if (error_ != 0 || done()) return seen;
                 poll_completions();
             }
-            if (Clock::now() >= until) return;
+            seen = Clock::now();
         }
+        return seen;
     }
     // A wait for `wanted` is a wait for the peer's reply: input alone, after
     // we sent data it has not answered yet (see adaptive_spin.hpp). A wait
@@ -145,8 +150,11 @@ private:
     [[nodiscard]] bool awaits_reply(short wanted) const {
         return (wanted & POLLIN) != 0 && (wanted & POLLOUT) == 0 && sent_since_heard_;
     }
-    // Polls, spins at most `limit` (and the adaptive budget), says what is ready.
-    short spin_until_ready(short wanted, std::chrono::nanoseconds limit, bool reply, Clock::time_point start);
+    // Polls, spins at most `limit` (and the adaptive budget), says what is
+    // ready. `start` is when the wait began, read by the caller when it
+    // needed the clock anyway (a reply, a timeout); otherwise unset.
+    short spin_until_ready(short wanted, std::chrono::nanoseconds limit, bool reply,
+                           std::optional<Clock::time_point> start);
     // Readiness of every kind, in poll(2) bits, from state alone.
     [[nodiscard]] short readiness() const;
     // Sleeps on fd() until something arrives for `wanted` (the readiness
