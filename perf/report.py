@@ -5,7 +5,8 @@ stdout and a JSON file.
 usage: report.py RAW_DIR OUT_JSON
 
 RAW_DIR is what perf/run-transport-bench.sh collected: env.txt (key=value
-facts about the run), settings.log, and per round a directory rN holding one
+facts about the run), settings.log, copy.memcpy.log and copy.vector.log
+(copy_speed as is and kept off `rep movsb`), and per round a directory rN holding one
 TOOL-SIZE.client.log / .server.log pair per measurement. For every tool and
 size the best round is kept (lowest latency, highest bandwidth): a host that
 stalls the guest only ever makes figures worse, and every tool gets the same
@@ -175,10 +176,15 @@ def best_of_rounds(rounds, log_name, size, parse, metric, lower_is_better):
                    "planned_messages": planned_messages(rounds[index], log_name, size)}
 
 
+# transport_bench runs: their message counts include its warm-up.
+OURS_TOOLS = ("ours", "ours_spin", "ours_vcopy", "tcp")
+
 # tool key -> (log name, parser, metric used to pick the best round)
 LATENCY_TOOLS = {
     "ours": ("ours-lat", parse_ours_latency, "p50_us"),
     "ours_spin": ("ours-lat-spin", parse_ours_latency, "p50_us"),
+    # ours with memcpy kept off the guest's emulated `rep movsb` (16 KiB up)
+    "ours_vcopy": ("ours-lat-vcopy", parse_ours_latency, "p50_us"),
     "tcp": ("tcp-lat", parse_ours_latency, "p50_us"),
     "ib_write_lat": ("ib_write_lat", parse_perftest_lat, "typical_us"),
     # Raw verbs with ours' mechanism: the receiver learns of each message
@@ -190,6 +196,7 @@ LATENCY_TOOLS = {
 BANDWIDTH_TOOLS = {
     "ours": ("ours-bw", parse_ours_bandwidth, "MiBps"),
     "ours_spin": ("ours-bw-spin", parse_ours_bandwidth, "MiBps"),
+    "ours_vcopy": ("ours-bw-vcopy", parse_ours_bandwidth, "MiBps"),
     "tcp": ("tcp-bw", parse_ours_bandwidth, "MiBps"),
     "ib_write_bw": ("ib_write_bw", parse_perftest_bw, "MiBps"),
     "ib_send_bw": ("ib_send_bw", parse_perftest_bw, "MiBps"),
@@ -225,7 +232,7 @@ def latency_messages(tool, result):
     """Messages both processes handled: a round trip is two."""
     if result is None:
         return None
-    if tool in ("ours", "ours_spin", "tcp"):
+    if tool in OURS_TOOLS:
         return 2 * (result["iters"] + OURS_WARMUP_ROUND_TRIPS)
     if tool in PERFTEST_LAT:
         return 2 * result["iters"]
@@ -235,7 +242,7 @@ def latency_messages(tool, result):
 def bandwidth_mib(tool, result, size):
     if result is None:
         return None
-    if tool in ("ours", "ours_spin", "tcp"):
+    if tool in OURS_TOOLS:
         return (result["messages"] * size + OURS_WARMUP_BYTES) / MIB
     if tool in PERFTEST_BW:
         return result["iters"] * size / MIB
@@ -259,6 +266,10 @@ def latency_row(rounds, size):
          "ours_p50_over_tcp_p50": ratio(field(row["ours"], "p50_us"), field(row["tcp"], "p50_us")),
          "ours_spin_p50_over_ib_write_lat_typical":
          ratio(field(row["ours_spin"], "p50_us"), ib_typ),
+         "ours_vcopy_p50_over_ib_write_lat_typical":
+         ratio(field(row["ours_vcopy"], "p50_us"), ib_typ),
+         "ours_vcopy_p50_over_ours_p50":
+         ratio(field(row["ours_vcopy"], "p50_us"), field(row["ours"], "p50_us")),
          # What the mechanism costs raw verbs, and ours against raw verbs
          # using it: busy-polling (spin) and sleeping on events (ours).
          "ib_send_lat_over_ib_write_lat": ratio(field(row["ib_send_lat"], "typical_us"), ib_typ),
@@ -288,6 +299,8 @@ def bandwidth_row(rounds, size):
          "ours_over_rstream": ratio(mine, field(row["rstream"], "MiBps")),
          "ours_over_tcp": ratio(mine, field(row["tcp"], "MiBps")),
          "ours_spin_over_ib_write_bw": ratio(field(row["ours_spin"], "MiBps"), ib),
+         "ours_vcopy_over_ib_write_bw": ratio(field(row["ours_vcopy"], "MiBps"), ib),
+         "ours_vcopy_over_ours": ratio(field(row["ours_vcopy"], "MiBps"), mine),
          "ib_send_bw_over_ib_write_bw": ratio(field(row["ib_send_bw"], "MiBps"), ib),
          "ib_send_bw_events_over_ib_write_bw":
          ratio(field(row["ib_send_bw_events"], "MiBps"), ib),
@@ -310,6 +323,17 @@ def pinned_memory(raw):
                          "target_at_most_512KiB":
                          verdict(kv["pinned_bytes"], PINNED_BUDGET_BYTES, "le")}
     return None
+
+
+def copy_speeds(raw):
+    """copy_speed's MiB/s per size: {"memcpy": {size: MiBps}, "vector": {...}}."""
+    speeds = {}
+    for kind in ("memcpy", "vector"):
+        for line in read_lines(os.path.join(raw, "copy.%s.log" % kind)):
+            if line.startswith("copy "):
+                kv = key_values(line)
+                speeds.setdefault(kind, {})[int(kv["size"])] = float(kv["MiBps"])
+    return speeds
 
 
 def read_env(raw):
@@ -425,6 +449,38 @@ def print_bandwidth(rows):
          for r in rows])
 
 
+def print_vcopy(lat, bw, speeds):
+    """What the guest's emulated `rep movsb` costs ours, where ours copies 8 KiB or more."""
+    memcpy, vector = speeds.get("memcpy", {}), speeds.get("vector", {})
+    lat = [r for r in lat if r["ours_vcopy"] is not None]
+    bw = [r for r in bw if r["ours_vcopy"] is not None]
+    if not (memcpy or vector or lat or bw):
+        return  # a run from before the vcopy measurements
+    if memcpy or vector:
+        print("memcpy in this guest, MiB/s (copy_speed; glibc uses `rep movsb` from 8 KiB, which"
+              " TCG emulates; vector: kept off it):")
+        for size in sorted(set(memcpy) | set(vector)):
+            print("  %8s  memcpy %9s  vector %9s" % (size_label(size), num(memcpy.get(size)),
+                                                     num(vector.get(size))))
+        print()
+    print_table(
+        "ours with memcpy kept off `rep movsb` (vcopy: GLIBC_TUNABLES=glibc.cpu.x86_rep_movsb_"
+        "threshold=1073741824), where ours copies 16 KiB and more; a diagnostic, not a target",
+        ["size", "ours p50", "vcopy p50", "vcopy/ours", "ours/ib_lat", "vcopy/ib_lat"],
+        [[size_label(r["size"]), num(field(r["ours"], "p50_us")),
+          num(field(r["ours_vcopy"], "p50_us")), num(r["ratios"]["ours_vcopy_p50_over_ours_p50"]),
+          num(r["ratios"]["ours_p50_over_ib_write_lat_typical"]),
+          num(r["ratios"]["ours_vcopy_p50_over_ib_write_lat_typical"])]
+         for r in lat])
+    print_table(
+        "... and streaming, MiB/s",
+        ["size", "ours", "vcopy", "vcopy/ours", "ours/ib_bw", "vcopy/ib_bw"],
+        [[size_label(r["size"]), num(field(r["ours"], "MiBps")),
+          num(field(r["ours_vcopy"], "MiBps")), num(r["ratios"]["ours_vcopy_over_ours"]),
+          num(r["ratios"]["ours_over_ib_write_bw"]), num(r["ratios"]["ours_vcopy_over_ib_write_bw"])]
+         for r in bw])
+
+
 def print_cpu(lat, bw):
     print_table(
         "CPU per message, us (client + server process, user + system; latency runs)",
@@ -496,7 +552,7 @@ def print_header(env):
 
 
 def print_warnings(lat, bw, env):
-    stalls = sum(field(r[k], "stalls") or 0 for r in lat + bw for k in ("ours", "ours_spin"))
+    stalls = sum(field(r[k], "stalls") or 0 for r in lat + bw for k in ("ours", "ours_spin", "ours_vcopy"))
     if stalls:
         print("WARNING: %d waits of ours ran out a 1 s poll() slice and then progressed (missed"
               " wakeups); see the raw logs" % stalls)
@@ -527,6 +583,7 @@ def main(argv):
               "note": "Soft-RoCE in a TCG guest: absolute figures say nothing about real "
                       "NICs; compare the ratios.",
               "latency": lat, "bandwidth": bw, "pinned_memory": pinned,
+              "copy_MiBps": copy_speeds(raw),
               "raw_logs": os.path.abspath(raw)}
     png = out_json[:-5] + ".png" if out_json.endswith(".json") else out_json + ".png"
     if draw_chart(lat, bw, png):
@@ -539,6 +596,7 @@ def main(argv):
     print_latency_mechanism(lat)
     print_bandwidth(bw)
     print_bandwidth_mechanism(bw)
+    print_vcopy(lat, bw, report["copy_MiBps"])
     print_cpu(lat, bw)
     print_pinned(pinned)
     print_warnings(lat, bw, env)

@@ -12,6 +12,10 @@
 #            completion events (-e): raw verbs with ours' mechanism, a
 #            receive completion per message
 #   rstream  librdmacm's rsocket benchmark
+#   vcopy    ours again where it copies 8 KiB and more (16 KiB latency and
+#            up, 64 KiB bandwidth and up), with glibc's memcpy kept off
+#            `rep movsb`, which the TCG guest emulates several times slower
+#            than vector moves (BUILD_DIR/perf/copy_speed measures both)
 # and the CPU time each process used; then perf/report.py prints the table
 # and writes OUT_JSON (default perf/results/transport-<UTC time>.json) and a
 # PNG chart of the ratios beside it. Raw tool output stays in OUT_JSON's
@@ -33,15 +37,22 @@ BUILD=$(cd "$1" && pwd) || exit 2
 OUT_JSON=${2:-$HERE/results/transport-$(date -u +%Y%m%dT%H%M%SZ).json}
 RAW=${OUT_JSON%.json}
 BENCH=$BUILD/perf/transport_bench
+COPY_SPEED=$BUILD/perf/copy_speed
 : "${RXE_IP:?run me inside the Soft-RoCE guest (regress/rxe-guest): RXE_IP is not set}"
 RXE_DEV=${RXE_DEV:-rxe0}
 ROUNDS=${PG_RDMA_BENCH_ROUNDS:-2}
-readonly BUILD OUT_JSON RAW BENCH ROUNDS
+readonly BUILD OUT_JSON RAW BENCH COPY_SPEED ROUNDS
 
 # --- what is measured (sizes in bytes; report.py knows the same lists) -------
 readonly LAT_SIZES="64 1024 4096 16384 65536"
 readonly PERFTEST_FLOOR_SIZE=2   # ib_write_lat's customary minimum
 readonly BW_SIZES="4096 65536 1048576"
+# glibc's memcpy takes `rep movsb` from 8 KiB on (with AVX2); the vcopy runs
+# cover the sizes at or above this, where it makes a difference.
+readonly VCOPY_MIN_SIZE=16384
+# Raising glibc's threshold for `rep movsb` above any copy the transport
+# makes keeps memcpy on vector moves.
+readonly VCOPY_ENV=GLIBC_TUNABLES=glibc.cpu.x86_rep_movsb_threshold=1073741824
 
 # --- budgets: two rounds stay within about 5-7 minutes on TCG -----------------
 readonly OURS_LAT_SECONDS=1        # per size, after warm-up
@@ -134,14 +145,24 @@ run_pair() {
 # --- one tool, one size ---------------------------------------------------------
 
 # ours NAME PORT MODE SIZE FLAGS...: one transport_bench server/client pair.
+# OURS_ENV (an array of NAME=VALUE) is the environment of both processes.
+OURS_ENV=()
 ours() {
   local name=$1 port=$2 mode=$3 size=$4; shift 4
   local budget=(--seconds "$OURS_BW_SECONDS")
   [ "$mode" = latency ] && budget=(--seconds "$OURS_LAT_SECONDS" --iters "$OURS_LAT_MAX_ITERS")
   run_pair "$name-$size" ready_bench \
-    "$BENCH" server --addr "$RXE_IP" --port "$port" "$@" -- \
-    "$BENCH" client --addr "$RXE_IP" --port "$port" "$@" --mode "$mode" --sizes "$size" \
-    "${budget[@]}"
+    env "${OURS_ENV[@]}" "$BENCH" server --addr "$RXE_IP" --port "$port" "$@" -- \
+    env "${OURS_ENV[@]}" "$BENCH" client --addr "$RXE_IP" --port "$port" "$@" --mode "$mode" \
+    --sizes "$size" "${budget[@]}"
+}
+
+# ours_vcopy NAME PORT MODE SIZE: ours with memcpy kept on vector moves.
+ours_vcopy() {
+  [ "$4" -ge "$VCOPY_MIN_SIZE" ] || return 0
+  OURS_ENV=("$VCOPY_ENV")
+  ours "$@"
+  OURS_ENV=()
 }
 
 # perftest NAME TOOL SIZE OPTIONS...: server and client take the same
@@ -179,6 +200,7 @@ latency_size() {
   say "round ${OUT##*/r}: latency $size B"
   ours ours-lat "$OURS_PORT" latency "$size"
   ours ours-lat-spin "$OURS_PORT" latency "$size" --spin
+  ours_vcopy ours-lat-vcopy "$OURS_PORT" latency "$size"
   ours tcp-lat "$TCP_PORT" latency "$size" --tcp
   perftest ib_write_lat ib_write_lat "$size" -n "$(lat_iters "$size")"
   perftest ib_send_lat ib_send_lat "$size" -n "$(lat_iters "$size")"
@@ -191,6 +213,7 @@ bandwidth_size() {
   say "round ${OUT##*/r}: bandwidth $size B"
   ours ours-bw "$OURS_PORT" bandwidth "$size"
   ours ours-bw-spin "$OURS_PORT" bandwidth "$size" --spin
+  ours_vcopy ours-bw-vcopy "$OURS_PORT" bandwidth "$size"
   ours tcp-bw "$TCP_PORT" bandwidth "$size" --tcp
   perftest ib_write_bw ib_write_bw "$size" -n $((IB_BW_BYTES / size))
   perftest ib_send_bw ib_send_bw "$size" -n $((IB_BW_BYTES / size))
@@ -229,6 +252,8 @@ main() {
   mkdir -p "$RAW" || exit 1
   write_env
   "$BENCH" settings >"$RAW/settings.log" 2>&1 || FAILED+=(settings)
+  "$COPY_SPEED" >"$RAW/copy.memcpy.log" 2>&1 || FAILED+=(copy_speed)
+  env "$VCOPY_ENV" "$COPY_SPEED" >"$RAW/copy.vector.log" 2>&1 || FAILED+=(copy_speed_vector)
   local start=$SECONDS round round_start rounds_run=0
   for ((round = 1; round <= ROUNDS; round++)); do
     round_start=$SECONDS
