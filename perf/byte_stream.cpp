@@ -39,7 +39,7 @@ bool ByteStream::wait(short events, int timeout_ms)
 namespace {
 
 // Tracks how long a transfer has gone without progress and waits between
-// attempts: poll() in time slices, or nothing at all when spinning.
+// attempts: wait() in time slices, or nothing at all (a socket spinning).
 class Waiter {
 public:
     Waiter(ByteStream& stream, short events) : stream_(stream), events_(events) {}
@@ -61,15 +61,16 @@ public:
         if (now - *idle_since_ >= std::chrono::milliseconds(kIoTimeoutMs))
             throw BenchError(std::string(what) + ": no progress for " +
                              std::to_string(kIoTimeoutMs / 1000) + " s");
-        if (!stream_.spins() && !stream_.wait(events_, kPollSliceMs))
+        if (stream_.waits_after_eagain() && !stream_.wait(events_, kPollSliceMs))
             slice_expired_ = true;
     }
 
 private:
     // Once per EAGAIN, so at least once per round trip: the coarse clock
     // (a tick's resolution, ample for a 30 s watchdog) is read from the
-    // vDSO's data, never by a system call, also where the precise one is
-    // (tick_clock.hpp), and so adds nothing to the latency measured.
+    // vDSO's data, never by a system call, also where the precise one is a
+    // system call (a clocksource without vDSO support, as the TCG guest's
+    // HPET), and so adds nothing to the latency measured.
     static std::chrono::nanoseconds coarse_now()
     {
         timespec ts{};

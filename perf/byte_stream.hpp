@@ -36,11 +36,15 @@ public:
     // line; may be empty.
     [[nodiscard]] virtual std::string stats_fields() const = 0;
 
-    // Spinning retries at once after EAGAIN instead of sleeping in poll(), as
-    // perftest and rstream do: it burns a CPU but takes the cost of a sleep
-    // and wakeup (large in a TCG guest) out of the figures.
+    // Spinning busy-polls instead of sleeping in poll(), as perftest and
+    // rstream do: it burns a CPU but takes the cost of a sleep and wakeup
+    // (large in a TCG guest) out of the figures. A socket retries at once
+    // after EAGAIN; an RDMA connection made to spin busy-polls inside its
+    // wait() (rdma_stream.hpp).
     void set_spin(bool spin) { spin_ = spin; }
     [[nodiscard]] bool spins() const { return spin_; }
+    // Whether an EAGAIN is followed by wait(); otherwise by the next attempt.
+    [[nodiscard]] virtual bool waits_after_eagain() const { return !spin_; }
 
 private:
     bool spin_ = false;

@@ -16,8 +16,11 @@
 //   bandwidth transport=rdma wait=poll size=4096 messages=.. MiBps=.. ...
 //   stats transport=rdma ...                                   (client)
 // Latency is one-way: round trip / 2, as perftest's ib_write_lat reports it.
-// After EAGAIN both ends sleep in poll() on the stream's fd, as PostgreSQL
-// does; --spin retries at once instead, as perftest and rstream do.
+// After EAGAIN both ends wait: a socket in poll() on its fd, an RDMA
+// connection in its wait() (an adaptive busy-poll, then poll() on its fd),
+// as the server extension and the client library do. --spin busy-polls
+// instead, as perftest and rstream do: a socket retries at once, an RDMA
+// connection's wait() spins up to 100 ms before it sleeps.
 // Exit status: 0 done, 1 failed, 2 usage, 3 built without the transport.
 #include <cstdio>
 #include <exception>
@@ -64,7 +67,7 @@ std::unique_ptr<ByteStream> open_server(const Options& o, const Endpoint& ep)
     if (o.tcp)
         return tcp_accept_one(ep, kAcceptTimeoutMs);
 #ifdef PG_RDMA_BENCH_HAVE_RDMA
-    return rdma_accept_one(ep, o.nonce, kAcceptTimeoutMs);
+    return rdma_accept_one(ep, o.nonce, kAcceptTimeoutMs, o.spin);
 #else
     no_transport();
 #endif
@@ -75,8 +78,8 @@ std::unique_ptr<ByteStream> open_client(const Options& o, const Endpoint& ep)
     if (o.tcp)
         return tcp_connect(ep);
 #ifdef PG_RDMA_BENCH_HAVE_RDMA
-    print_line(rdma_settings_line());
-    return rdma_connect(ep, o.nonce);
+    print_line(rdma_settings_line(o.spin));
+    return rdma_connect(ep, o.nonce, o.spin);
 #else
     no_transport();
 #endif
@@ -85,7 +88,7 @@ std::unique_ptr<ByteStream> open_client(const Options& o, const Endpoint& ep)
 void print_settings()
 {
 #ifdef PG_RDMA_BENCH_HAVE_RDMA
-    print_line(rdma_settings_line());
+    print_line(rdma_settings_line(false));
 #else
     no_transport();
 #endif
