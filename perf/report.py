@@ -183,7 +183,7 @@ OURS_TOOLS = ("ours", "ours_spin", "ours_vcopy", "tcp")
 LATENCY_TOOLS = {
     "ours": ("ours-lat", parse_ours_latency, "p50_us"),
     "ours_spin": ("ours-lat-spin", parse_ours_latency, "p50_us"),
-    # ours with memcpy kept off the guest's emulated `rep movsb` (16 KiB up)
+    # ours with memcpy kept off the guest's emulated `rep movsb` (4 KiB up)
     "ours_vcopy": ("ours-lat-vcopy", parse_ours_latency, "p50_us"),
     "tcp": ("tcp-lat", parse_ours_latency, "p50_us"),
     "ib_write_lat": ("ib_write_lat", parse_perftest_lat, "typical_us"),
@@ -326,14 +326,15 @@ def pinned_memory(raw):
 
 
 def copy_speeds(raw):
-    """copy_speed's MiB/s per size: {"memcpy": {size: MiBps}, "vector": {...}}."""
-    speeds = {}
+    """copy_speed's MiB/s: [{"size", "memcpy_MiBps", "vector_MiBps"}] by size."""
+    by_size = {}
     for kind in ("memcpy", "vector"):
         for line in read_lines(os.path.join(raw, "copy.%s.log" % kind)):
             if line.startswith("copy "):
                 kv = key_values(line)
-                speeds.setdefault(kind, {})[int(kv["size"])] = float(kv["MiBps"])
-    return speeds
+                row = by_size.setdefault(int(kv["size"]), {"memcpy_MiBps": None, "vector_MiBps": None})
+                row[kind + "_MiBps"] = float(kv["MiBps"])
+    return [{"size": size} | by_size[size] for size in sorted(by_size)]
 
 
 def read_env(raw):
@@ -449,23 +450,27 @@ def print_bandwidth(rows):
          for r in rows])
 
 
-def print_vcopy(lat, bw, speeds):
-    """What the guest's emulated `rep movsb` costs ours, where ours copies 8 KiB or more."""
-    memcpy, vector = speeds.get("memcpy", {}), speeds.get("vector", {})
+def print_vcopy(lat, bw, speeds, threshold):
+    """What the guest's emulated `rep movsb` costs ours' user-space copies."""
     lat = [r for r in lat if r["ours_vcopy"] is not None]
     bw = [r for r in bw if r["ours_vcopy"] is not None]
-    if not (memcpy or vector or lat or bw):
+    if not (speeds or lat or bw):
         return  # a run from before the vcopy measurements
-    if memcpy or vector:
-        print("memcpy in this guest, MiB/s (copy_speed; glibc uses `rep movsb` from 8 KiB, which"
-              " TCG emulates; vector: kept off it):")
-        for size in sorted(set(memcpy) | set(vector)):
-            print("  %8s  memcpy %9s  vector %9s" % (size_label(size), num(memcpy.get(size)),
-                                                     num(vector.get(size))))
-        print()
+    above = ("above %s B" % threshold) if threshold else "above a CPU-dependent threshold"
+    if speeds:
+        print_table(
+            "memcpy in this guest, MiB/s (copy_speed; glibc uses `rep movsb` %s, which TCG"
+            " emulates; vector: kept off it)" % above,
+            ["size", "memcpy", "vector"],
+            [[size_label(r["size"]), num(r["memcpy_MiBps"]), num(r["vector_MiBps"])]
+             for r in speeds])
+    if not (lat or bw):
+        print("vcopy: no measurement of ours kept off `rep movsb` succeeded\n")
+        return
     print_table(
         "ours with memcpy kept off `rep movsb` (vcopy: GLIBC_TUNABLES=glibc.cpu.x86_rep_movsb_"
-        "threshold=1073741824), where ours copies 16 KiB and more; a diagnostic, not a target",
+        "threshold=1073741824): ours' own copies only, rxe's in the kernel still use it, as for"
+        " every tool; a diagnostic, not a target",
         ["size", "ours p50", "vcopy p50", "vcopy/ours", "ours/ib_lat", "vcopy/ib_lat"],
         [[size_label(r["size"]), num(field(r["ours"], "p50_us")),
           num(field(r["ours_vcopy"], "p50_us")), num(r["ratios"]["ours_vcopy_p50_over_ours_p50"]),
@@ -546,9 +551,9 @@ def print_header(env):
           % (env.get("device", "?"), env.get("address", "?"), env.get("kernel", "?"),
              env.get("cpus", "?"), env.get("started", "?"), env.get("duration_s", "?"),
              env.get("rounds_run", "?"), env.get("rounds", "?")))
-    print("Soft-RoCE in a TCG guest: only the ratios mean anything. ours and tcp wait in poll(),"
-          " ib_send_* -e on completion events; spin, the other perftest tools and rstream"
-          " busy-poll.\n")
+    print("Soft-RoCE in a TCG guest: only the ratios mean anything. ours and tcp wait in poll()"
+          " (ours after its adaptive spin), ib_send_* -e on completion events; spin (ours"
+          " spinning up to 100 ms in wait()), the other perftest tools and rstream busy-poll.\n")
 
 
 def print_warnings(lat, bw, env):
@@ -596,7 +601,7 @@ def main(argv):
     print_latency_mechanism(lat)
     print_bandwidth(bw)
     print_bandwidth_mechanism(bw)
-    print_vcopy(lat, bw, report["copy_MiBps"])
+    print_vcopy(lat, bw, report["copy_MiBps"], env.get("rep_movsb_threshold"))
     print_cpu(lat, bw)
     print_pinned(pinned)
     print_warnings(lat, bw, env)
