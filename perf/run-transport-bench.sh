@@ -269,9 +269,9 @@ write_env() {
 main() {
   [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { say "PG_RDMA_BENCH_ROUNDS must be a positive number"; exit 2; }
   [ -x "$BENCH" ] || { say "no $BENCH: build the project first"; exit 1; }
+  [ -x "$COPY_SPEED" ] || { say "no $COPY_SPEED: build the project first"; exit 1; }
   mkdir -p "$RAW" || exit 1
   write_env
-  [ -x "$COPY_SPEED" ] || { say "no $COPY_SPEED: build the project first"; exit 1; }
   local start=$SECONDS round round_start rounds_run=0
   "$BENCH" settings >"$RAW/settings.log" 2>&1 || FAILED+=(settings)
   copy_speeds
