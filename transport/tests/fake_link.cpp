@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <variant>
 
 namespace pg_rdma::test {
 namespace {
@@ -119,12 +120,16 @@ bool FakeLink::post_write_imm(std::uint32_t staging_offset, std::uint32_t len, s
 bool FakeLink::post_control(std::uint32_t, const protocol::ControlBytes& bytes, std::uint64_t wr_id,
                             bool signalled, bool solicited) {
     protocol::ControlBytes sent = bytes;
-    // GetServerFeature (a big-endian u16 opcode, 0) carries its feature
-    // bits as a big-endian u64 at bytes 8-15 (protocol/control.hpp).
-    constexpr std::size_t kFeaturesAt = 8;
-    if (sent[0] == 0 && sent[1] == static_cast<std::uint8_t>(protocol::Opcode::GetServerFeature))
-        for (std::size_t i = 0; i < 8; ++i)
-            sent[kFeaturesAt + i] &= static_cast<std::uint8_t>(wire_->offer_features >> (56 - 8 * i));
+    // A GetServerFeature loses the feature bits the wire does not pass on,
+    // through the protocol's own codec (an offer is sent before any version
+    // is agreed, so in the default format).
+    const auto decoded = protocol::decode_control(bytes);
+    if (decoded.is_ok())
+        if (auto* offer = std::get_if<protocol::FeatureOffer>(&decoded.value)) {
+            protocol::FeatureOffer kept = *offer;
+            kept.features &= wire_->offer_features;
+            sent = protocol::encode_control(kept);
+        }
     return send(wr_id, signalled, solicited, IBV_WC_RECV, true, sent.data(), static_cast<std::uint32_t>(sent.size()), 0, 0,
                 0);
 }

@@ -11,6 +11,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "fake_link.hpp"
@@ -600,9 +601,8 @@ TEST_CASE("with a peer that does not offer solicited events, a reader sleeps arm
     using pg_rdma::protocol::feature::kSolicitedEvents;
     auto s = establish(quiet_small_rings(), quiet_small_rings(), ~kSolicitedEvents);
     for (Stream* end : {s->a.get(), s->b.get()}) CHECK((end->stats().features & kSolicitedEvents) == 0);
-    for (FakeLink* link : {s->link_a, s->link_b}) {
-        Stream& end = link == s->link_a ? *s->a : *s->b;
-        CHECK(end.poll_events(POLLIN) == 0);
+    for (const auto& [end, link] : {std::pair{s->a.get(), s->link_a}, std::pair{s->b.get(), s->link_b}}) {
+        CHECK(end->poll_events(POLLIN) == 0);
         CHECK(link->armed());
         CHECK_FALSE(link->armed_solicited_only());
     }
