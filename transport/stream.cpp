@@ -28,7 +28,12 @@ ssize_t Stream::read(void* buf, std::size_t len) {
     if (closed_) return errno = EBADF, -1;
     if (len == 0) return 0;
     end_hold();
-    poll_completions();  // cheap (no system call) and keeps receives posted
+    // Input already here (a wait that just caught it) is read without
+    // polling again: the poll would find nothing, on the path of every
+    // reply. With none here the poll is cheap (no system call) and keeps
+    // receives posted; completions left meanwhile wait in the CQ for the
+    // next call that polls, under the peer's credits.
+    if (rx_.unread() == 0) poll_completions();
     // Nothing here: say EAGAIN at once; waiting, and spinning before it, is
     // wait()'s job. The first EAGAIN after data (a read right after a write,
     // in a request/response exchange) makes no system call and does not arm
@@ -104,7 +109,10 @@ std::size_t Stream::post_iov(const iovec* iov, int iovcnt, bool more) {
                 std::min<std::size_t>(iov[i].iov_len - done, std::numeric_limits<std::uint32_t>::max()));
             // The pieces of one vector travel together (one WRITE where
             // they fit), as writev(2) makes one TCP segment of them.
-            const std::uint32_t n = post_data(base + done, want, true);
+            // The last piece of a write without MSG_MORE goes out at once:
+            // no look whether the hold could still grow.
+            const bool last = !more && i + 1 == iovcnt && done + want == iov[i].iov_len;
+            const std::uint32_t n = post_data(base + done, want, !last);
             if (n == 0) {
                 if (!more) end_hold();
                 return total;
@@ -187,16 +195,19 @@ void Stream::end_close() {
     closed_ = true;
 }
 
-short Stream::readiness() const {
+short Stream::readiness(short mask) const {
+    // Only what `mask` asks is worked out: a reader's spin asks at every
+    // poll, and whether a write could post (can_write_now) is the dear part.
     short r = 0;
-    if (rx_.unread() > 0 || eof() || error_ != 0) r |= POLLIN;
+    if ((mask & POLLIN) != 0 && (rx_.unread() > 0 || eof() || error_ != 0)) r |= POLLIN;
     // A write would not block: it would post, or fail at once (EPIPE, error).
-    if (error_ != 0 || close_queued_ || peer_disconnected_ || (phase_ == Phase::Established && can_write_now()))
+    if ((mask & POLLOUT) != 0 &&
+        (error_ != 0 || close_queued_ || peer_disconnected_ || (phase_ == Phase::Established && can_write_now())))
         r |= POLLOUT;
     if (peer_bytes_sent_) r |= POLLRDHUP;  // the peer shut down its side
     if (peer_disconnected_ || error_ != 0) r |= POLLHUP;
     if (error_ != 0) r |= POLLERR;
-    return r;
+    return static_cast<short>(r & mask);
 }
 
 int Stream::flush() {
@@ -213,14 +224,14 @@ int Stream::flush() {
 short Stream::poll_events(short wanted) {
     if (closed_) return POLLNVAL;
     progress();  // ends a hold (flush_control)
-    return static_cast<short>(readiness() & (wanted | POLLERR | POLLHUP));
+    return readiness(static_cast<short>(wanted | POLLERR | POLLHUP));
 }
 
 short Stream::events_now(short wanted) {
     if (closed_) return POLLNVAL;
     end_hold();
     poll_completions();
-    return static_cast<short>(readiness() & (wanted | POLLERR | POLLHUP));
+    return readiness(static_cast<short>(wanted | POLLERR | POLLHUP));
 }
 
 void Stream::set_interest(short events) {
@@ -255,7 +266,7 @@ short Stream::spin_until_ready(short wanted, std::chrono::nanoseconds limit, boo
     // or a wakeup (see adaptive_spin.hpp). The sources inside fd() are
     // asked only after a sleep they ended.
     poll_completions();
-    const auto ready_now = [&] { return static_cast<short>(readiness() & mask); };
+    const auto ready_now = [&] { return readiness(mask); };
     // The latest clock reading: a reply's wait is timed with the spin's own
     // readings (at most kPollsPerClockRead polls early), not another one.
     std::optional<Clock::time_point> seen = start;
@@ -321,7 +332,7 @@ int Stream::wait(short wanted, Millis timeout) {
         } else {
             poll_completions();
             take_in(woke);
-            r = static_cast<short>(readiness() & mask);
+            r = readiness(mask);
         }
         if (r != 0) break;
     }

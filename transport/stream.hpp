@@ -158,8 +158,8 @@ private:
     // needed the clock anyway (a reply, a timeout); otherwise unset.
     short spin_until_ready(short wanted, std::chrono::nanoseconds limit, bool reply,
                            std::optional<Clock::time_point> start);
-    // Readiness of every kind, in poll(2) bits, from state alone.
-    [[nodiscard]] short readiness() const;
+    // Readiness, in poll(2) bits, from state alone: those of `mask` only.
+    [[nodiscard]] short readiness(short mask) const;
     // Sleeps on fd() until something arrives for `wanted` (the readiness
     // signal narrowed to it, so what is already there but not wanted, such
     // as unread input for a writer, does not wake it). As EventSet::wait.
@@ -175,7 +175,12 @@ private:
     bool send_probe();
     void on_peer_gone();
     bool send_control(const protocol::ControlMessage& msg, bool force_signal);
-    void flush_control();
+    // Posts what is due: held bytes, a CreditUpdate, the Close. Inline, as
+    // it runs at the end of every read and wait and mostly finds nothing.
+    void flush_control() {
+        if (held_ > 0 || credit_update_pending_ || (close_queued_ && !close_sent_)) post_due();
+    }
+    void post_due();
     // Takes up to `len` bytes into the hold; posts the hold unless `more`
     // and it can still grow. Returns the bytes taken (0: blocked or failed).
     std::uint32_t post_data(const std::uint8_t* src, std::uint32_t len, bool more);

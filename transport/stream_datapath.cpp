@@ -262,7 +262,7 @@ bool Stream::send_control(const protocol::ControlMessage& msg, bool force_signal
     return true;
 }
 
-void Stream::flush_control() {
+void Stream::post_due() {
     if (phase_ != Phase::Established || error_ != 0 || peer_disconnected_) return;
     // Held bytes go first: every call but a MSG_MORE write ends a hold. One
     // that waits for credits holds back the Close, which must count it, but
@@ -314,7 +314,7 @@ std::uint32_t Stream::post_data(const std::uint8_t* src, std::uint32_t len, bool
 bool Stream::post_held() {
     if (held_ == 0) return true;
     if (error_ != 0 || !send_credits_.can_send_data() || !sq_.has_room()) return false;
-    const auto offset = static_cast<std::uint32_t>((staging_.head() - held_) % staging_.size());
+    const std::uint32_t offset = staging_.offset_before(held_);
     const std::uint64_t seq = sq_.next_seq();
     // From half the staging buffer on, ask for a completion so it frees up
     // (at half: a 64 KiB hold in the default 128 KiB buffer must free its
@@ -336,6 +336,12 @@ bool Stream::post_held() {
 }
 
 void Stream::update_readiness(Arm arm) {
+    // Without kIfIdle a CQ that is not armed leaves fd() signalled whatever
+    // is ready (below): nothing to work out, on the path of every write.
+    if (arm == Arm::kNever && !cq_armed_) {
+        events_.set_ready(!completion_event_pending_);
+        return;
+    }
     // fd() signals what its waiter wants: inside sleep_for() exactly that;
     // otherwise the interest set; without one, POLLOUT while a write waits
     // (a writer blocked with unread input must not wake at once) and
@@ -349,7 +355,7 @@ void Stream::update_readiness(Arm arm) {
     // are unconfirmed must not keep fd() readable until the deadline.
     const bool draining = sleeping_for_ && *sleeping_for_ == 0;
     const auto mask = static_cast<short>(draining ? 0 : signalled | POLLERR | POLLHUP);
-    bool ready = (readiness() & mask) != 0;
+    bool ready = readiness(mask) != 0;
     // fd() may signal nothing only while the CQ is armed, or a completion
     // would not wake its sleeper. The CQ is armed here, at the last moment:
     // one armed while the caller is awake (or spinning) turns every
@@ -367,7 +373,7 @@ void Stream::update_readiness(Arm arm) {
             // The arm's poll may have taken a message that made a grant due
             // which could not be posted: that waits for every completion.
             if (armed_solicited_only_ && wants_every_completion()) arm_completions(false);
-            ready = (readiness() & mask) != 0;
+            ready = readiness(mask) != 0;
         } else {
             ready = true;
         }

@@ -2,7 +2,9 @@
 //   PeerRingWindow - the peer's RX ring, as far as its CreditUpdates tell;
 //   TxStaging      - our registered staging buffer, filled by write() and
 //                    released in order as signalled send completions arrive.
-// Both are cumulative counters like RxRing (see rx_ring.hpp).
+// Both are cumulative counters like RxRing, with their positions in the
+// ring kept beside them rather than divided out at every look (see
+// rx_ring.hpp).
 #pragma once
 
 #include <algorithm>
@@ -15,6 +17,7 @@ public:
     void reset(std::uint32_t size) {
         size_ = size;
         written_ = peer_consumed_ = 0;
+        write_offset_ = 0;
     }
 
     // How many bytes the next write may put into the peer's ring without
@@ -22,12 +25,17 @@ public:
     [[nodiscard]] std::uint32_t writable_contiguous() const {
         if (size_ == 0) return 0;
         const std::uint64_t free = size_ - (written_ - peer_consumed_);
-        return static_cast<std::uint32_t>(std::min<std::uint64_t>(free, size_ - write_offset()));
+        return static_cast<std::uint32_t>(std::min<std::uint64_t>(free, size_ - write_offset_));
     }
-    [[nodiscard]] std::uint32_t write_offset() const {
-        return static_cast<std::uint32_t>(written_ % size_);
+    // written % size.
+    [[nodiscard]] std::uint32_t write_offset() const { return write_offset_; }
+    // `len` at most the ring's size (an honest write: at most
+    // writable_contiguous()).
+    void on_written(std::uint32_t len) {
+        written_ += len;
+        write_offset_ += len;
+        if (write_offset_ >= size_) write_offset_ -= size_;
     }
-    void on_written(std::uint32_t len) { written_ += len; }
 
     // CreditUpdate.rx_consumed from the peer. False when it is impossible:
     // going backwards, or claiming to have consumed bytes never written.
@@ -45,6 +53,7 @@ private:
     std::uint32_t size_ = 0;
     std::uint64_t written_ = 0;
     std::uint64_t peer_consumed_ = 0;
+    std::uint32_t write_offset_ = 0;
 };
 
 class TxStaging {
@@ -55,10 +64,22 @@ public:
     [[nodiscard]] std::uint32_t contiguous_free(std::uint32_t want) const {
         const std::uint64_t free = size_ - (head_ - tail_);
         return static_cast<std::uint32_t>(
-            std::min<std::uint64_t>({want, free, size_ - offset()}));
+            std::min<std::uint64_t>({want, free, size_ - offset_}));
     }
-    [[nodiscard]] std::uint32_t offset() const { return static_cast<std::uint32_t>(head_ % size_); }
-    void fill(std::uint32_t len) { head_ += len; }
+    // head % size.
+    [[nodiscard]] std::uint32_t offset() const { return offset_; }
+    // Where head - `back` lies (`back` at most size): the start of bytes
+    // filled last.
+    [[nodiscard]] std::uint32_t offset_before(std::uint32_t back) const {
+        return back <= offset_ ? offset_ - back : offset_ + size_ - back;
+    }
+    // `len` at most the buffer's size (at most contiguous_free() when the
+    // bytes were copied in).
+    void fill(std::uint32_t len) {
+        head_ += len;
+        offset_ += len;
+        if (offset_ >= size_) offset_ -= size_;
+    }
     // Everything before `position` (a past head()) has been sent.
     void release_to(std::uint64_t position) { tail_ = std::max(tail_, position); }
 
@@ -70,6 +91,7 @@ private:
     std::uint32_t size_;
     std::uint64_t head_ = 0;  // bytes filled
     std::uint64_t tail_ = 0;  // bytes whose send has completed
+    std::uint32_t offset_ = 0;  // head % size
 };
 
 }  // namespace pg_rdma::transport

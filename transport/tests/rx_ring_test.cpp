@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cstdint>
+
 #include "transport/rx_ring.hpp"
 
 using pg_rdma::transport::RxRing;
@@ -58,4 +61,20 @@ TEST_CASE("rx ring never consumes more than was written", "[rx_ring]") {
     ring.consume(100);
     CHECK(ring.consumed() == 10);
     CHECK(ring.unread() == 0);
+}
+
+TEST_CASE("rx ring positions are the counters modulo the size, over many wraps", "[rx_ring]") {
+    constexpr std::uint32_t kSize = 4096 * 3;  // not a power of two
+    RxRing ring(kSize);
+    std::uint32_t step = 7;
+    for (int i = 0; i < 20'000; ++i) {
+        step = step * 1103515245u + 12345u;
+        const std::uint32_t len = 1 + (step >> 8) % 5000;
+        const auto room = static_cast<std::uint32_t>(
+            std::min<std::uint64_t>(kSize - ring.unread(), kSize - ring.write_offset()));
+        if (room > 0) REQUIRE(ring.on_write(std::min(len, room)));
+        ring.consume((step >> 4) % 6000);  // straddles the end at times
+        REQUIRE(ring.write_offset() == ring.produced() % kSize);
+        REQUIRE(ring.read_offset() == ring.consumed() % kSize);
+    }
 }

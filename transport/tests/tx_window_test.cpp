@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cstdint>
+
 #include "transport/tx_window.hpp"
 
 using pg_rdma::transport::PeerRingWindow;
@@ -46,4 +49,39 @@ TEST_CASE("staging hands out contiguous space and frees it in order", "[tx_windo
     CHECK(s.contiguous_free(1000) == 300);
     s.release_to(200);  // stale completion: nothing changes
     CHECK(s.in_use() == 700);
+}
+
+TEST_CASE("staging says where the bytes filled last begin, also when they end at the buffer's end", "[tx_window]") {
+    TxStaging s(1000);
+    s.fill(300);
+    CHECK(s.offset_before(300) == 0);
+    CHECK(s.offset_before(100) == 200);
+    s.fill(700);  // up to the end: the next fill starts at 0
+    CHECK(s.offset() == 0);
+    CHECK(s.offset_before(700) == 300);
+    CHECK(s.offset_before(0) == 0);
+}
+
+TEST_CASE("positions kept beside the counters are the counters modulo the size, over many wraps", "[tx_window]") {
+    // An odd size, so no power-of-two shortcut could pass by accident.
+    constexpr std::uint32_t kSize = 4096 * 3 + 4;
+    PeerRingWindow w;
+    w.reset(kSize);
+    TxStaging s(kSize);
+    std::uint32_t step = 1;
+    for (int i = 0; i < 20'000; ++i) {
+        step = step * 1103515245u + 12345u;
+        const std::uint32_t want = 1 + (step >> 8) % 5000;
+        const std::uint32_t n = std::min(w.writable_contiguous(), s.contiguous_free(want));
+        if (n == 0) {
+            REQUIRE(w.on_peer_consumed(w.written()));
+            s.release_to(s.head());
+            continue;
+        }
+        w.on_written(n);
+        s.fill(n);
+        REQUIRE(w.write_offset() == w.written() % kSize);
+        REQUIRE(s.offset() == s.head() % kSize);
+        REQUIRE(s.offset_before(n) == (s.head() - n) % kSize);
+    }
 }
