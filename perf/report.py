@@ -6,7 +6,8 @@ usage: report.py RAW_DIR OUT_JSON
 
 RAW_DIR is what perf/run-transport-bench.sh collected: env.txt (key=value
 facts about the run), settings.log, copy.memcpy.log and copy.vector.log
-(copy_speed as is and kept off `rep movsb`), and per round a directory rN holding one
+(copy_speed as is and kept off `rep movsb`), cost.log (perf/stream-cost.sh,
+run on the host by scripts/bench before the guest), and per round a directory rN holding one
 TOOL-SIZE.client.log / .server.log pair per measurement. For every tool and
 size the best round is kept (lowest latency, highest bandwidth): a host that
 stalls the guest only ever makes figures worse, and every tool gets the same
@@ -337,6 +338,38 @@ def copy_speeds(raw):
     return [{"size": size} | by_size[size] for size in sorted(by_size)]
 
 
+def instruction_costs(raw):
+    """perf/stream-cost.sh's counts: {"build": {...}, "sizes": [{"size",
+    "instructions_per_message"}]}, or None when it did not run or failed
+    (it prints no size line then)."""
+    build, sizes = {}, []
+    for line in read_lines(os.path.join(raw, "cost.log")):
+        if not line.startswith("cost "):
+            continue
+        kv = key_values(line)
+        try:
+            if "size" in kv:
+                sizes.append({"size": int(kv["size"]),
+                              "instructions_per_message": int(kv["instructions_per_message"])})
+            else:
+                build = kv
+        except (KeyError, ValueError):
+            return None  # a line cut short: report nothing rather than part
+    return {"build": build, "sizes": sizes} if sizes else None
+
+
+def print_costs(costs):
+    if costs is None:
+        print("Instructions of ours' own code per message: - (perf/stream-cost.sh did not run or"
+              " failed; scripts/bench said why)\n")
+        return
+    print("Instructions of ours' own code per message (callgrind on the host, ping-pong over the"
+          " in-memory link; verbs calls and libc's memcpy not counted; %s, %s): %s\n"
+          % (costs["build"].get("compiler", "?"), costs["build"].get("buildtype", "?"),
+             ", ".join("%s %d" % (size_label(c["size"]), c["instructions_per_message"])
+                       for c in costs["sizes"])))
+
+
 def read_env(raw):
     env = {}
     for line in read_lines(os.path.join(raw, "env.txt")):
@@ -589,6 +622,7 @@ def main(argv):
                       "NICs; compare the ratios.",
               "latency": lat, "bandwidth": bw, "pinned_memory": pinned,
               "copy_MiBps": copy_speeds(raw),
+              "instructions_per_message": instruction_costs(raw),
               "raw_logs": os.path.abspath(raw)}
     png = out_json[:-5] + ".png" if out_json.endswith(".json") else out_json + ".png"
     if draw_chart(lat, bw, png):
@@ -603,6 +637,7 @@ def main(argv):
     print_bandwidth_mechanism(bw)
     print_vcopy(lat, bw, report["copy_MiBps"], env.get("rep_movsb_threshold"))
     print_cpu(lat, bw)
+    print_costs(report["instructions_per_message"])
     print_pinned(pinned)
     print_warnings(lat, bw, env)
     if "chart" in report:

@@ -3,8 +3,9 @@
 // All counters are cumulative byte counts since the connection started, so
 // positions in the ring are `count % size` and no counter ever wraps in
 // practice (2^64 bytes). Those positions are kept beside the counters and
-// moved with them: a 64-bit division on every look costs tens of cycles on
-// a real CPU and a helper call under emulation, on the path of every message. Invariant: announced <= consumed <= produced and
+// moved with them: a 64-bit division at every look costs tens of cycles on
+// a real CPU and a helper call under emulation, on the path of every
+// message. Invariant: announced <= consumed <= produced and
 // produced - consumed <= size. The sender never lets one write cross the
 // end of the ring, and on_write() rejects a peer that does.
 #pragma once

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "transport/stream.hpp"
 
@@ -28,12 +29,11 @@ ssize_t Stream::read(void* buf, std::size_t len) {
     if (closed_) return errno = EBADF, -1;
     if (len == 0) return 0;
     end_hold();
-    // Input already here (a wait that just caught it) is read without
-    // polling again: the poll would find nothing, on the path of every
-    // reply. With none here the poll is cheap (no system call) and keeps
-    // receives posted; completions left meanwhile wait in the CQ for the
-    // next call that polls, under the peer's credits.
-    if (rx_.unread() == 0) poll_completions();
+    // Input that the caller's wait has just caught is read without polling
+    // again: that poll would find nothing, on the path of every reply.
+    // Otherwise poll, cheaply (no system call): it keeps receives posted
+    // and grants flowing while a reader works through a backlog.
+    if (!std::exchange(input_caught_, false) || rx_.unread() == 0) poll_completions();
     // Nothing here: say EAGAIN at once; waiting, and spinning before it, is
     // wait()'s job. The first EAGAIN after data (a read right after a write,
     // in a request/response exchange) makes no system call and does not arm
@@ -110,8 +110,9 @@ std::size_t Stream::post_iov(const iovec* iov, int iovcnt, bool more) {
             // The pieces of one vector travel together (one WRITE where
             // they fit), as writev(2) makes one TCP segment of them.
             // The last piece of a write without MSG_MORE goes out at once:
-            // no look whether the hold could still grow.
-            const bool last = !more && i + 1 == iovcnt && done + want == iov[i].iov_len;
+            // no look whether the hold could still grow. Not to a peer that
+            // left (end_hold's rule): those bytes can only be lost.
+            const bool last = !more && !peer_disconnected_ && i + 1 == iovcnt && done + want == iov[i].iov_len;
             const std::uint32_t n = post_data(base + done, want, !last);
             if (n == 0) {
                 if (!more) end_hold();
@@ -277,6 +278,7 @@ short Stream::spin_until_ready(short wanted, std::chrono::nanoseconds limit, boo
         }
     }
     const short r = ready_now();
+    input_caught_ = (r & POLLIN) != 0 && rx_.unread() > 0;
     if (r != 0) {
         flush_control();  // credit updates the spin made due
         if (reply && start && (r & POLLIN) != 0) spin_.on_wait(*seen - *start);

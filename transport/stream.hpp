@@ -257,6 +257,7 @@ private:
     bool completion_event_pending_ = false;
     std::optional<short> interest_;  // what fd() signals (set_interest); default below
     int empty_reads_ = 0;            // read() calls in a row that found nothing
+    bool input_caught_ = false;      // the last wait's spin polled and found input: read() need not poll
     std::optional<short> sleeping_for_;  // inside sleep_for(): fd() signals only this
     bool credit_update_pending_ = false;
     bool refused_ = false;           // we answered the peer's offer with a refusal

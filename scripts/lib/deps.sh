@@ -9,7 +9,7 @@ PKGS_FUZZ="clang libclang-rt-14-dev"
 PKGS_GUEST="qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2 cpio gzip
   xz-utils rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest"
 PKGS_PG="postgresql-15 postgresql-client-15"
-PKGS_BENCH="gnuplot-nox"
+PKGS_BENCH="gnuplot-nox valgrind"
 
 ensure_packages() {
   local group pkg missing=()

@@ -361,6 +361,25 @@ TEST_CASE("input that arrives while the reader is awake raises no completion eve
     CHECK((s->b->wait(POLLIN, 1000ms) & POLLIN) != 0);
 }
 
+TEST_CASE("a write by a caller whose CQ is armed for its sleep leaves fd() quiet", "[stream][readiness]") {
+    auto s = establish(quiet_keepalive(), quiet_keepalive());
+    CHECK(s->b->poll_events(POLLIN) == 0);  // on its way to a sleep: armed
+    REQUIRE(s->link_b->armed());
+    REQUIRE(write_bytes(*s->b, "r", 1) == 1);
+    CHECK_FALSE(readable_now(s->b->fd()));  // nothing came for it
+    REQUIRE(write_bytes(*s->a, "q", 1) == 1);
+    CHECK(readable_now(s->b->fd()));
+}
+
+TEST_CASE("a read also takes input that landed after the input it already had", "[stream][readiness]") {
+    auto s = establish(quiet_keepalive(), quiet_keepalive());
+    char buf[16];
+    REQUIRE(write_bytes(*s->a, "x", 1) == 1);
+    REQUIRE((s->b->poll_events(POLLIN) & POLLIN) != 0);  // "x" is in the ring
+    REQUIRE(write_bytes(*s->a, "y", 1) == 1);            // "y" only in the CQ
+    CHECK(s->b->read(buf, sizeof buf) == 2);
+}
+
 TEST_CASE("input already in the CQ when a caller sets its interest is found there: the CQ is not armed for it",
           "[stream][readiness]") {
     auto s = establish(quiet_keepalive(), quiet_keepalive());
