@@ -7,8 +7,9 @@ usage: report.py RAW_DIR OUT_JSON
 RAW_DIR is what perf/run-transport-bench.sh collected: env.txt (key=value
 facts about the run), settings.log, copy.memcpy.log and copy.vector.log
 (copy_speed as is and kept off `rep movsb`), cost.log (perf/stream-cost.sh,
-run on the host by scripts/bench before the guest), and per round a directory rN holding one
-TOOL-SIZE.client.log / .server.log pair per measurement. For every tool and
+run on the host by scripts/bench before the guest), and per round a
+directory rN holding one TOOL-SIZE.client.log / .server.log pair per
+measurement. For every tool and
 size the best round is kept (lowest latency, highest bandwidth): a host that
 stalls the guest only ever makes figures worse, and every tool gets the same
 treatment. A measurement that failed or did not run shows as "-" and null:
