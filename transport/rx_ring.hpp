@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "transport/ring_offset.hpp"
+
 namespace pg_rdma::transport {
 
 class RxRing {
@@ -31,7 +33,7 @@ public:
         if (len == 0 || len > size_ - unread()) return false;
         if (write_offset_ + len > size_) return false;
         produced_ += len;
-        write_offset_ = advance(write_offset_, len);
+        write_offset_ = ring_advance(write_offset_, len, size_);
         return true;
     }
 
@@ -46,7 +48,7 @@ public:
     void consume(std::uint32_t n) {
         const auto taken = static_cast<std::uint32_t>(std::min<std::uint64_t>(n, unread()));
         consumed_ += taken;
-        read_offset_ = advance(read_offset_, taken);
+        read_offset_ = ring_advance(read_offset_, taken, size_);
     }
 
     [[nodiscard]] bool announce_due() const {
@@ -63,12 +65,6 @@ public:
     [[nodiscard]] std::uint32_t size() const { return size_; }
 
 private:
-    // `offset` moved on by `n` <= size bytes, around the end.
-    [[nodiscard]] std::uint32_t advance(std::uint32_t offset, std::uint32_t n) const {
-        const std::uint32_t to_end = size_ - offset;
-        return n < to_end ? offset + n : n - to_end;
-    }
-
     std::uint32_t size_;
     std::uint64_t produced_ = 0;   // bytes the peer has written
     std::uint64_t consumed_ = 0;   // bytes the application has read

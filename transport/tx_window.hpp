@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "transport/ring_offset.hpp"
+
 namespace pg_rdma::transport {
 
 class PeerRingWindow {
@@ -33,8 +35,7 @@ public:
     // writable_contiguous()).
     void on_written(std::uint32_t len) {
         written_ += len;
-        write_offset_ += len;
-        if (write_offset_ >= size_) write_offset_ -= size_;
+        write_offset_ = ring_advance(write_offset_, len, size_);
     }
 
     // CreditUpdate.rx_consumed from the peer. False when it is impossible:
@@ -77,8 +78,7 @@ public:
     // bytes were copied in).
     void fill(std::uint32_t len) {
         head_ += len;
-        offset_ += len;
-        if (offset_ >= size_) offset_ -= size_;
+        offset_ = ring_advance(offset_, len, size_);
     }
     // Everything before `position` (a past head()) has been sent.
     void release_to(std::uint64_t position) { tail_ = std::max(tail_, position); }
