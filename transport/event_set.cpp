@@ -62,8 +62,7 @@ bool EventSet::set_tick(std::chrono::milliseconds tick) {
     return timerfd_settime(timer_.get(), 0, &spec, nullptr) == 0;
 }
 
-void EventSet::set_ready(bool ready) {
-    if (ready == ready_) return;
+void EventSet::change_ready(bool ready) {
     std::uint64_t value = 1;
     // eventfd writes/reads of 8 bytes cannot fail short; a failure would only
     // mean the counter is already set (write) or already clear (read).

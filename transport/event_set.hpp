@@ -49,8 +49,11 @@ public:
     bool init(int completion_fd, int cm_fd, std::chrono::milliseconds tick, Error& err);
 
     [[nodiscard]] int fd() const { return epoll_.get(); }
-    // Keeps fd() readable until set_ready(false).
-    void set_ready(bool ready);
+    // Keeps fd() readable until set_ready(false). Inline: the data path
+    // calls it at every write, and it mostly changes nothing.
+    void set_ready(bool ready) {
+        if (ready != ready_) change_ready(ready);
+    }
     // Changes the keepalive tick period (after negotiation); 0 stops it.
     bool set_tick(std::chrono::milliseconds tick);
     // True when the keepalive timer fired since the last call.
@@ -65,6 +68,7 @@ public:
     int wait(std::chrono::milliseconds timeout, unsigned& sources) const;
 
 private:
+    void change_ready(bool ready);
     // One epoll_wait on the set: how many sources fired (-1 with errno),
     // and their bits in `sources`.
     int ready_sources(int timeout_ms, unsigned& sources) const;

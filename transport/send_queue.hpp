@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "transport/ring_offset.hpp"
+
 namespace pg_rdma::transport {
 
 class SendQueue {
@@ -39,7 +41,8 @@ public:
     // `staging_head` is the staging position after this WR's bytes.
     std::uint64_t on_posted(bool signalled, std::uint64_t staging_head) {
         const std::uint64_t seq = posted_++;
-        staging_end_[slot(seq)] = staging_head;
+        staging_end_[next_slot_] = staging_head;
+        next_slot_ = ring_advance(next_slot_, 1, depth_);
         unsignalled_run_ = signalled ? 0 : unsignalled_run_ + 1;
         return seq;
     }
@@ -55,11 +58,14 @@ public:
         return static_cast<std::uint32_t>(seq % depth_);
     }
     [[nodiscard]] std::uint64_t next_seq() const { return posted_; }
+    // slot(next_seq()), kept beside posted_: no division on every post.
+    [[nodiscard]] std::uint32_t next_slot() const { return next_slot_; }
 
 private:
     std::uint32_t depth_;
     std::uint64_t posted_ = 0;
     std::uint64_t completed_ = 0;
+    std::uint32_t next_slot_ = 0;  // posted_ % depth_
     std::uint32_t unsignalled_run_ = 0;
     std::vector<std::uint64_t> staging_end_;  // by slot: staging head after that WR
 };

@@ -82,6 +82,11 @@ ssize_t Stream::writev(const iovec* iov, int iovcnt, bool more) {
     for (int i = 0; i < iovcnt; ++i) wanted += iov[i].iov_len;
     if (wanted == 0) return 0;  // as send(2): nothing to do is not "would block"
     write_blocked_ = false;
+    if (iovcnt == 1 && !more && post_whole(static_cast<const std::uint8_t*>(iov[0].iov_base), wanted)) {
+        if (error_ != 0) return errno = error_, -1;
+        update_readiness(Arm::kNever);  // never arms, as below
+        return static_cast<ssize_t>(wanted);
+    }
     std::size_t total = post_iov(iov, iovcnt, more);
     if (total == 0 && error_ == 0) {
         // Blocked: collect completions and credit updates once, then retry.

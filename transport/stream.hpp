@@ -187,6 +187,11 @@ private:
     // How many of `want` bytes can join the hold (one WRITE: contiguous in
     // staging and in the peer's ring, kMaxWriteBytes at most).
     [[nodiscard]] std::uint32_t hold_room(std::uint32_t want) const;
+    // The common write (a query, a reply): nothing held, no MSG_MORE, and
+    // all `len` bytes fit one WRITE now. Copies and posts them without the
+    // hold's bookkeeping; false, having done nothing, when they do not fit
+    // (post_data's way then decides). A failed post leaves error_ set.
+    bool post_whole(const std::uint8_t* src, std::size_t len);
     // Posts the held bytes as one RDMA WRITE WITH IMM; true when nothing is
     // held any more. False without credits or room in the send queue.
     bool post_held();
@@ -204,7 +209,17 @@ private:
         kIfIdle,  // the caller may sleep on fd() next: arm if nothing is signalled
         kNever,   // it will call again before sleeping: leave a disarmed CQ's fd() signalled
     };
-    void update_readiness(Arm arm = Arm::kIfIdle);
+    // Brings fd()'s readiness up to date, and may arm the CQ (kIfIdle).
+    // Without kIfIdle a CQ that is not armed leaves fd() signalled whatever
+    // is ready: nothing to work out, on the path of every write (inline).
+    void update_readiness(Arm arm = Arm::kIfIdle) {
+        if (arm == Arm::kNever && !cq_armed_) {
+            events_.set_ready(!completion_event_pending_);
+            return;
+        }
+        work_out_readiness(arm);
+    }
+    void work_out_readiness(Arm arm);
     void arm_completions(bool solicited_only);
     // Whether a sleeper must wake for unsolicited completions too, whatever
     // it waits for (see update_readiness).

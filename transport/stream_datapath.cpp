@@ -251,7 +251,7 @@ bool Stream::send_control(const protocol::ControlMessage& msg, bool force_signal
     // CreditUpdates to a sleeping reader would leave us none for data.
     const bool solicited = !std::holds_alternative<protocol::CreditUpdate>(msg) ||
                            send_credits_.available() - 1 <= peer_credits_ / 2u;
-    if (!link_->post_control(sq_.slot(seq), protocol::encode_control(msg, version_), seq, signalled, solicited)) {
+    if (!link_->post_control(sq_.next_slot(), protocol::encode_control(msg, version_), seq, signalled, solicited)) {
         fail(errno);
         return false;
     }
@@ -311,6 +311,19 @@ std::uint32_t Stream::post_data(const std::uint8_t* src, std::uint32_t len, bool
     return chunk;
 }
 
+bool Stream::post_whole(const std::uint8_t* src, std::size_t len) {
+    // What post_data() would take whole and post at once: the same room
+    // (hold_room with nothing held) and the same credits and queue slot.
+    if (held_ != 0 || len > kMaxWriteBytes || !send_credits_.can_send_data() || !sq_.has_room()) return false;
+    const auto n = static_cast<std::uint32_t>(len);
+    if (n == 0 || peer_.writable_contiguous() < n || staging_.contiguous_free(n) != n) return false;
+    std::memcpy(link_->staging() + staging_.offset(), src, n);
+    staging_.fill(n);
+    held_ = n;
+    (void)post_held();  // cannot be refused (checked above); a failure sets error_
+    return true;
+}
+
 bool Stream::post_held() {
     if (held_ == 0) return true;
     if (error_ != 0 || !send_credits_.can_send_data() || !sq_.has_room()) return false;
@@ -335,13 +348,7 @@ bool Stream::post_held() {
     return true;
 }
 
-void Stream::update_readiness(Arm arm) {
-    // Without kIfIdle a CQ that is not armed leaves fd() signalled whatever
-    // is ready (below): nothing to work out, on the path of every write.
-    if (arm == Arm::kNever && !cq_armed_) {
-        events_.set_ready(!completion_event_pending_);
-        return;
-    }
+void Stream::work_out_readiness(Arm arm) {
     // fd() signals what its waiter wants: inside sleep_for() exactly that;
     // otherwise the interest set; without one, POLLOUT while a write waits
     // (a writer blocked with unread input must not wake at once) and

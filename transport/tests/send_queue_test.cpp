@@ -49,3 +49,16 @@ TEST_CASE("forced signalling is honoured", "[send_queue]") {
     CHECK(sq.must_signal(true));
     CHECK_FALSE(sq.must_signal(false));
 }
+
+TEST_CASE("the next slot is the next sequence number modulo the depth", "[send_queue]") {
+    for (const std::uint32_t depth : {4u, 7u, 64u, 100u}) {
+        SendQueue sq(depth);
+        for (int i = 0; i < 1000; ++i) {
+            REQUIRE(sq.next_slot() == sq.slot(sq.next_seq()));
+            const bool signalled = sq.must_signal(false);
+            const auto seq = sq.on_posted(signalled, static_cast<std::uint64_t>(i) * 10);
+            // A completion returns the staging head recorded in that WR's slot.
+            if (signalled) REQUIRE(sq.on_completed(seq) == static_cast<std::uint64_t>(i) * 10);
+        }
+    }
+}

@@ -160,6 +160,39 @@ TEST_CASE("bytes arrive in order across ring wraps, credit updates and both dire
     CHECK(s->a->stats().control_received > 10);  // and credit updates came
 }
 
+TEST_CASE("a write waits for room in the peer's ring even with room in our staging, and its pieces meet the ring's end",
+          "[stream]") {
+    // Staging larger than the peer's ring, and not a multiple of it: it
+    // neither fills first nor wraps together with the ring, so only the
+    // ring's own window can stop or split a write.
+    Settings wide = small_rings();
+    wide.tx_buffer_size = 24 * 1024;
+    auto s = establish(wide, wide);
+    std::vector<std::uint8_t> chunk(4096);
+    std::size_t written = 0;
+    for (int i = 0; i < 8; ++i) {
+        std::fill(chunk.begin(), chunk.end(), static_cast<std::uint8_t>(i));
+        const ssize_t w = write_bytes(*s->a, chunk.data(), chunk.size());
+        if (w < 0) {
+            REQUIRE(errno == EAGAIN);
+            break;
+        }
+        written += static_cast<std::size_t>(w);
+    }
+    CHECK(written == small_rings().rx_buffer_size);  // b read nothing: its whole ring, no more
+    std::vector<std::uint8_t> in(written);
+    REQUIRE((s->b->wait(POLLIN, 1000ms) & POLLIN) != 0);
+    std::size_t got = 0;
+    while (got < written) {
+        const ssize_t r = s->b->read(in.data() + got, in.size() - got);
+        REQUIRE(r > 0);
+        got += static_cast<std::size_t>(r);
+    }
+    for (std::size_t i = 0; i < got; ++i) REQUIRE(in[i] == static_cast<std::uint8_t>(i / chunk.size()));
+    pump(*s->a, *s->b, 1 << 20);  // 3000-byte writes across ring ends that staging does not share
+    pump(*s->b, *s->a, 300'000);
+}
+
 TEST_CASE("a peer whose stream never runs is not declared dead, and works when it runs again", "[stream][liveness]") {
     auto s = establish(fast_keepalive(), fast_keepalive());
     // b is never called for 3.5 timeouts; a waits for input all along.
@@ -477,6 +510,24 @@ TEST_CASE("a hold goes out at the start of any call that is not a MSG_MORE write
         REQUIRE(s->b->read(buf, sizeof buf) == 6);
         CHECK(std::string(buf, 6) == "abcdef");
     }
+}
+
+TEST_CASE("one write of more than 64 KiB goes out as WRITEs of at most 64 KiB", "[stream]") {
+    auto s = establish();  // 128 KiB of staging, a 256 KiB ring: room for the whole write
+    const std::uint64_t before = s->a->stats().writes_posted;
+    std::vector<std::uint8_t> data(100 * 1024);
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = pattern(i);
+    REQUIRE(write_bytes(*s->a, data.data(), data.size()) == static_cast<ssize_t>(data.size()));
+    CHECK(s->a->stats().writes_posted == before + 2);
+    std::vector<std::uint8_t> in(data.size());
+    std::size_t got = 0;
+    while (got < in.size()) {
+        REQUIRE((s->b->wait(POLLIN, 1000ms) & POLLIN) != 0);
+        const ssize_t r = s->b->read(in.data() + got, in.size() - got);
+        REQUIRE(r > 0);
+        got += static_cast<std::size_t>(r);
+    }
+    CHECK(in == data);
 }
 
 TEST_CASE("a hold goes out by itself once it reaches 64 KiB", "[stream][more]") {
