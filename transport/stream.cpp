@@ -187,7 +187,7 @@ bool Stream::all_written_confirmed() const {
     return held_ == 0 && (staging_.in_use() == 0 || peer_.peer_consumed() == peer_.written());
 }
 
-void Stream::end_hold() {
+void Stream::post_hold_at_end() {
     // Bytes a MSG_MORE write left in the staging buffer go out with the
     // next call of any other kind: no timer ever sends them, so a caller
     // that goes on to read, wait or poll must not find them still here. A
@@ -276,13 +276,14 @@ short Stream::spin_until_ready(short wanted, std::chrono::nanoseconds limit, boo
     // The latest clock reading: a reply's wait is timed with the spin's own
     // readings (at most kPollsPerClockRead polls early), not another one.
     std::optional<Clock::time_point> seen = start;
-    if (ready_now() == 0 && limit.count() > 0 && settings_.busy_poll.count() > 0) {
+    short r = ready_now();
+    if (r == 0 && limit.count() > 0 && settings_.busy_poll.count() > 0) {
         if (const auto budget = std::min(spin_.budget(reply), limit); budget.count() > 0) {
             seen = busy_poll(budget, seen ? *seen : Clock::now(), [&] { return ready_now() != 0; });
-            spin_.on_spin(ready_now() != 0);
+            r = ready_now();  // after the spin's last poll, or its error
+            spin_.on_spin(r != 0);
         }
     }
-    const short r = ready_now();
     input_caught_ = (r & POLLIN) != 0 && rx_.unread() > 0;
     if (r != 0) {
         flush_control();  // credit updates the spin made due

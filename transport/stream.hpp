@@ -195,8 +195,12 @@ private:
     // Posts the held bytes as one RDMA WRITE WITH IMM; true when nothing is
     // held any more. False without credits or room in the send queue.
     bool post_held();
-    // post_held() where a call other than a MSG_MORE write begins.
-    void end_hold();
+    // post_held() where a call other than a MSG_MORE write begins. Inline:
+    // every read and wait calls it, and mostly nothing is held.
+    void end_hold() {
+        if (held_ > 0) post_hold_at_end();
+    }
+    void post_hold_at_end();
     // The staging position up to which bytes are posted (the hold excluded):
     // what a control or probe WR's completion may release.
     [[nodiscard]] std::uint64_t posted_staging_head() const { return staging_.head() - held_; }
@@ -224,7 +228,8 @@ private:
     // Whether a sleeper must wake for unsolicited completions too, whatever
     // it waits for (see update_readiness).
     [[nodiscard]] bool wants_every_completion() const;
-    [[nodiscard]] bool eof() const;
+    // The peer's Close came and we read every byte it counted.
+    [[nodiscard]] bool eof() const { return peer_bytes_sent_ && rx_.consumed() == *peer_bytes_sent_; }
     // Every byte written is known to have reached the peer.
     [[nodiscard]] bool all_written_confirmed() const;
     // Waits until drain_done() or `deadline`; true if drain_done().

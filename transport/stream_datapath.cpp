@@ -45,8 +45,6 @@ bool Stream::protocol_error(std::string_view why) {
     return false;
 }
 
-bool Stream::eof() const { return peer_bytes_sent_ && rx_.consumed() == *peer_bytes_sent_; }
-
 void Stream::on_peer_gone() {
     // After the peer's Close the disconnect is its normal goodbye; before it,
     // the stream was cut short.
