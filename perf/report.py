@@ -32,6 +32,12 @@ LAT_SIZES = [64, 1024, 4096, 16384, 65536]
 # transport_bench's warm-up before the timed part (run-transport-bench.sh):
 # its CPU time is in the process's, so its messages and bytes count too.
 OURS_WARMUP_ROUND_TRIPS = 20
+# The size at which ours' bandwidth is measured twice over the same code
+# (ours and vcopy, below glibc's rep movsb threshold): their spread is the
+# run's noise.
+NOISE_PROBE_SIZE = 4096
+# A spread above this (10 %) makes the report warn that the run was noisy.
+NOISY_REPEAT_SPREAD = 0.10
 OURS_WARMUP_BYTES = 4 * MIB
 PERFTEST_FLOOR_SIZE = 2  # ib_write_lat only
 # perftest tools: their message counts are their iterations.
@@ -74,9 +80,14 @@ def parse_ours_latency(lines, _size):
     kv = bench_line(lines, "latency")
     if kv is None:
         return None
+    # How often the client's wait() slept after its spin (the stats line
+    # counts the warm-up's round trips too); absent from tcp's log.
+    sleeps = (bench_line(lines, "stats") or {}).get("wait_sleeps")
+    round_trips = int(kv["iters"]) + OURS_WARMUP_ROUND_TRIPS
     return {"p50_us": float(kv["p50_us"]), "p99_us": float(kv["p99_us"]),
             "avg_us": float(kv["avg_us"]), "iters": int(kv["iters"]),
-            "stalls": int(kv["stalls"])}
+            "stalls": int(kv["stalls"]),
+            "client_sleeps_per_round_trip": None if sleeps is None else round(int(sleeps) / round_trips, 3)}
 
 
 def parse_ours_bandwidth(lines, _size):
@@ -371,6 +382,25 @@ def print_costs(costs):
                        for c in costs["sizes"])))
 
 
+def repeat_spread(bw, threshold):
+    """How far apart two measurements of the same code came in this run.
+
+    Below glibc's `rep movsb` threshold the vcopy run is ours again, byte
+    for byte the same work: its 4 KiB bandwidth differs from ours' only by
+    the run's noise. Returns |vcopy / ours - 1| there, or None where
+    unknown (the threshold not recorded, or not above 4 KiB). Latency is
+    no such gauge: at 4 KiB the guest's round trip is close to the
+    transport's 500 us reply spin, so a run of either may spin or sleep."""
+    try:
+        if int(threshold) <= NOISE_PROBE_SIZE:
+            return None
+    except (TypeError, ValueError):
+        return None
+    row = next((r for r in bw if r["size"] == NOISE_PROBE_SIZE), None)
+    q = None if row is None else ratio(field(row["ours_vcopy"], "MiBps"), field(row["ours"], "MiBps"))
+    return None if q is None else round(abs(q - 1), 3)
+
+
 def read_env(raw):
     env = {}
     for line in read_lines(os.path.join(raw, "env.txt")):
@@ -402,6 +432,10 @@ def num(value):
     return "-" if value is None else "%.2f" % value
 
 
+def percent(share):
+    return "-" if share is None else "%.1f%%" % (100 * share)
+
+
 def target_cell(value, status):
     return "-" if value is None else "%.2f %s" % (value, "ok" if status == "met" else "MISS")
 
@@ -417,10 +451,11 @@ def print_table(title, header, rows):
 def print_latency(rows):
     print_table(
         "One-way latency, us (round trip / 2, as ib_write_lat reports it)",
-        ["size", "ours p50", "ours p99", "ours avg", "spin p50", "ib_lat typ", "ib_lat p99",
+        ["size", "ours p50", "ours p99", "ours avg", "ours slept", "spin p50", "ib_lat typ", "ib_lat p99",
          "rstream avg", "tcp p50"],
         [[size_label(r["size"]), num(field(r["ours"], "p50_us")), num(field(r["ours"], "p99_us")),
-          num(field(r["ours"], "avg_us")), num(field(r["ours_spin"], "p50_us")),
+          num(field(r["ours"], "avg_us")), percent(field(r["ours"], "client_sleeps_per_round_trip")),
+          num(field(r["ours_spin"], "p50_us")),
           num(field(r["ib_write_lat"], "typical_us")), num(field(r["ib_write_lat"], "p99_us")),
           num(field(r["rstream"], "avg_us")), num(field(r["tcp"], "p50_us"))] for r in rows])
     print_table(
@@ -590,6 +625,15 @@ def print_header(env):
           " spinning up to 100 ms in wait()), the other perftest tools and rstream busy-poll.\n")
 
 
+def print_noise(spread):
+    if spread is None:
+        return
+    print("%sours' bandwidth measured twice at %s (the vcopy run is the same work below glibc's"
+          " `rep movsb` threshold) differed by %s: a ratio closer than that to its target is not"
+          " decided by this run" % ("WARNING: " if spread > NOISY_REPEAT_SPREAD else "noise: ",
+                                   size_label(NOISE_PROBE_SIZE), percent(spread)))
+
+
 def print_warnings(lat, bw, env):
     stalls = sum(field(r[k], "stalls") or 0 for r in lat + bw for k in ("ours", "ours_spin", "ours_vcopy"))
     if stalls:
@@ -624,6 +668,7 @@ def main(argv):
               "latency": lat, "bandwidth": bw, "pinned_memory": pinned,
               "copy_MiBps": copy_speeds(raw),
               "instructions_per_message": instruction_costs(raw),
+              "bandwidth_repeat_spread": repeat_spread(bw, env.get("rep_movsb_threshold")),
               "raw_logs": os.path.abspath(raw)}
     png = out_json[:-5] + ".png" if out_json.endswith(".json") else out_json + ".png"
     if draw_chart(lat, bw, png):
@@ -641,6 +686,7 @@ def main(argv):
     print_costs(report["instructions_per_message"])
     print_pinned(pinned)
     print_warnings(lat, bw, env)
+    print_noise(report["bandwidth_repeat_spread"])
     if "chart" in report:
         print("chart: %s" % report["chart"])
     print("raw logs: %s" % os.path.abspath(raw))

@@ -9,6 +9,13 @@
 //     at least `base`, at most `max`, so the answer is caught without a wakeup;
 //   - waits longer than `max` (an idle session, think time): spin only
 //     `base`, since spinning longer would burn CPU and still end in a sleep.
+//   A wait that slept measured the reply plus the wakeup, which costs tens
+//   of microseconds on a host and hundreds under emulation. Replies that
+//   come just after the spin gave up would then average above `max` for
+//   good: each one sleeps because the spin dropped to `base`, and its
+//   wakeup keeps the average up. So a slept wait of at most 2 x `max`
+//   counts as `max` (a reply the spin just missed); only longer ones count
+//   as what they measured.
 // Every other wait (more of a stream the peer is sending, room to write)
 // spins `base` only: there the next event comes at the pace of the other
 // side's work, and a spin as long as that pace would turn the whole transfer
@@ -36,6 +43,7 @@ public:
     static constexpr int kHitScale = 1024;        // fixed-point 1.0 of the hit share
     static constexpr int kMinHitShare = kHitScale / 4;  // spin while at least 1 in 4 spins catches
     static constexpr int kProbeEvery = 16;        // waits between spins while spinning does not pay
+    static constexpr int kJustMissed = 2;         // a slept wait up to this x max counts as max
 
     AdaptiveSpin(Duration base, Duration max) : base_(base), max_(std::max(base, max)), average_(max_ + max_) {}
 
@@ -51,8 +59,15 @@ public:
     // came during it.
     void on_spin(bool caught) { hit_share_ += ((caught ? kHitScale : 0) - hit_share_) / kSmoothing; }
 
-    // A wait for a reply ended after `waited` (spinning and sleeping together).
-    void on_wait(Duration waited) { average_ += (waited - average_) / kSmoothing; }
+    // A wait for a reply ended after `waited` (spinning and sleeping
+    // together); `slept` says whether it slept after its spin.
+    void on_wait(Duration waited, bool slept) {
+        const Duration sample = slept && waited <= kJustMissed * max_ ? std::min(waited, max_) : waited;
+        // Weighted, not `+= (sample - average) / k`: that stops a few ns
+        // above samples that come from above, which a sample of exactly
+        // max would leave "above max".
+        average_ = (average_ * (kSmoothing - 1) + sample) / kSmoothing;
+    }
 
     [[nodiscard]] Duration reply_budget() const {
         if (average_ > max_) return base_;

@@ -287,7 +287,7 @@ short Stream::spin_until_ready(short wanted, std::chrono::nanoseconds limit, boo
     input_caught_ = (r & POLLIN) != 0 && rx_.unread() > 0;
     if (r != 0) {
         flush_control();  // credit updates the spin made due
-        if (reply && start && (r & POLLIN) != 0) spin_.on_wait(*seen - *start);
+        if (reply && start && (r & POLLIN) != 0) spin_.on_wait(*seen - *start, false);
     }
     return r;
 }
@@ -333,6 +333,7 @@ int Stream::wait(short wanted, Millis timeout) {
             left = std::chrono::ceil<Millis>(deadline - now);
         }
         unsigned woke = 0;
+        ++stats_.wait_sleeps;
         const int rc = sleep_for(wanted, left, woke);
         if (rc < 0 && errno == EINTR) return -1;
         if (rc < 0) {
@@ -344,7 +345,7 @@ int Stream::wait(short wanted, Millis timeout) {
         }
         if (r != 0) break;
     }
-    if (reply && (r & POLLIN) != 0) spin_.on_wait(Clock::now() - *start);
+    if (reply && (r & POLLIN) != 0) spin_.on_wait(Clock::now() - *start, true);
     return r;
 }
 

@@ -13,7 +13,7 @@ TEST_CASE("a new connection spins only the base time", "[adaptive_spin]") {
 
 TEST_CASE("short request-response waits raise the spin to catch the answer", "[adaptive_spin]") {
     AdaptiveSpin spin(50us, 500us);
-    for (int i = 0; i < 100; ++i) spin.on_wait(200us);
+    for (int i = 0; i < 100; ++i) spin.on_wait(200us, false);
     CHECK(spin.reply_budget() >= 290us);
     CHECK(spin.reply_budget() <= 310us);  // 1.5 x 200 us
     CHECK(spin.budget(true) == spin.reply_budget());
@@ -21,23 +21,43 @@ TEST_CASE("short request-response waits raise the spin to catch the answer", "[a
 
 TEST_CASE("the spin never exceeds its maximum nor drops below its base", "[adaptive_spin]") {
     AdaptiveSpin spin(50us, 500us);
-    for (int i = 0; i < 100; ++i) spin.on_wait(400us);
+    for (int i = 0; i < 100; ++i) spin.on_wait(400us, false);
     CHECK(spin.reply_budget() == 500us);  // 600 us wanted, capped
-    for (int i = 0; i < 100; ++i) spin.on_wait(5us);
+    for (int i = 0; i < 100; ++i) spin.on_wait(5us, false);
     CHECK(spin.reply_budget() == 50us);
 }
 
 TEST_CASE("long waits such as an idle session fall back to the base spin", "[adaptive_spin]") {
     AdaptiveSpin spin(50us, 500us);
-    for (int i = 0; i < 100; ++i) spin.on_wait(200us);
+    for (int i = 0; i < 100; ++i) spin.on_wait(200us, false);
     REQUIRE(spin.reply_budget() > 50us);
-    for (int i = 0; i < 100; ++i) spin.on_wait(2s);
+    for (int i = 0; i < 100; ++i) spin.on_wait(2s, true);
+    CHECK(spin.reply_budget() == 50us);
+}
+
+TEST_CASE("replies just after the spin gave up, measured through a sleep, bring the spin back to its maximum",
+          "[adaptive_spin]") {
+    AdaptiveSpin spin(50us, 500us);
+    // Replies at 460 us, each seen 300 us later through a wakeup: as
+    // measured they average above the maximum, as they came they do not.
+    for (int i = 0; i < 100; ++i) spin.on_wait(760us, true);
+    CHECK(spin.reply_budget() == 500us);
+    // Then caught by that spin, at 460 us: the budget stays above them.
+    for (int i = 0; i < 100; ++i) spin.on_wait(460us, false);
+    CHECK(spin.reply_budget() == 500us);
+}
+
+TEST_CASE("slept waits much longer than the maximum still drop the spin to its base", "[adaptive_spin]") {
+    AdaptiveSpin spin(50us, 500us);
+    for (int i = 0; i < 100; ++i) spin.on_wait(200us, false);
+    REQUIRE(spin.reply_budget() > 50us);
+    for (int i = 0; i < 100; ++i) spin.on_wait(1001us, true);  // over 2 x max: think time, not a near miss
     CHECK(spin.reply_budget() == 50us);
 }
 
 TEST_CASE("waits that are not for a reply spin the base time however short replies are", "[adaptive_spin]") {
     AdaptiveSpin spin(50us, 500us);
-    for (int i = 0; i < 100; ++i) spin.on_wait(200us);
+    for (int i = 0; i < 100; ++i) spin.on_wait(200us, false);
     REQUIRE(spin.reply_budget() > 50us);
     CHECK(spin.budget(false) == 50us);
 }

@@ -455,6 +455,18 @@ TEST_CASE("a caller that sleeps on fd() right after a first EAGAIN wakes, and it
     CHECK(readable_now(s->b->fd()));
 }
 
+TEST_CASE("wait() counts the times it slept, not the waits its first look or spin answered", "[stream][readiness]") {
+    auto s = establish(quiet_keepalive(), quiet_keepalive());
+    const std::uint64_t before = s->a->stats().wait_sleeps;
+    REQUIRE(write_bytes(*s->b, "x", 1) == 1);
+    REQUIRE((s->a->wait(POLLIN, 1000ms) & POLLIN) != 0);  // the input is there: no sleep
+    CHECK(s->a->stats().wait_sleeps == before);
+    char c = 0;
+    REQUIRE(s->a->read(&c, 1) == 1);
+    CHECK(s->a->wait(POLLIN, 50ms) == 0);  // nothing comes: the spin gives up, it sleeps
+    CHECK(s->a->stats().wait_sleeps > before);
+}
+
 TEST_CASE("a waiter woken by keepalive ticks takes each one and sleeps on until its timeout", "[stream][readiness]") {
     // wait() learns from its wakeup which source fired: a tick left
     // untaken would keep fd() readable and turn the wait into a busy loop.
