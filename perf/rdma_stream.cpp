@@ -46,14 +46,14 @@ std::string RdmaStream::stats_fields() const
     char buf[256];
     std::snprintf(buf, sizeof buf,
                   "bytes_sent=%llu writes_posted=%llu control_sent=%llu control_received=%llu "
-                  "write_blocked=%llu keepalive_probes=%llu wait_sleeps=%llu",
+                  "write_blocked=%llu keepalive_probes=%llu waits_slept=%llu",
                   static_cast<unsigned long long>(s.bytes_sent),
                   static_cast<unsigned long long>(s.writes_posted),
                   static_cast<unsigned long long>(s.control_sent),
                   static_cast<unsigned long long>(s.control_received),
                   static_cast<unsigned long long>(s.write_blocked),
                   static_cast<unsigned long long>(s.keepalive_probes),
-                  static_cast<unsigned long long>(s.wait_sleeps));
+                  static_cast<unsigned long long>(s.waits_slept));
     return buf;
 }
 

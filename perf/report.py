@@ -80,14 +80,18 @@ def parse_ours_latency(lines, _size):
     kv = bench_line(lines, "latency")
     if kv is None:
         return None
-    # How often the client's wait() slept after its spin (the stats line
-    # counts the warm-up's round trips too); absent from tcp's log.
-    sleeps = (bench_line(lines, "stats") or {}).get("wait_sleeps")
+    # The share of round trips whose wait() slept, on the client (the stats
+    # line counts the warm-up's too, and the last wait for the server's
+    # goodbye); absent from tcp's log and from logs of older builds.
+    try:
+        slept = int((bench_line(lines, "stats") or {})["waits_slept"])
+    except (KeyError, ValueError):
+        slept = None
     round_trips = int(kv["iters"]) + OURS_WARMUP_ROUND_TRIPS
     return {"p50_us": float(kv["p50_us"]), "p99_us": float(kv["p99_us"]),
             "avg_us": float(kv["avg_us"]), "iters": int(kv["iters"]),
             "stalls": int(kv["stalls"]),
-            "client_sleeps_per_round_trip": None if sleeps is None else round(int(sleeps) / round_trips, 3)}
+            "client_slept_share": None if slept is None else round(slept / round_trips, 3)}
 
 
 def parse_ours_bandwidth(lines, _size):
@@ -454,7 +458,7 @@ def print_latency(rows):
         ["size", "ours p50", "ours p99", "ours avg", "ours slept", "spin p50", "ib_lat typ", "ib_lat p99",
          "rstream avg", "tcp p50"],
         [[size_label(r["size"]), num(field(r["ours"], "p50_us")), num(field(r["ours"], "p99_us")),
-          num(field(r["ours"], "avg_us")), percent(field(r["ours"], "client_sleeps_per_round_trip")),
+          num(field(r["ours"], "avg_us")), percent(field(r["ours"], "client_slept_share")),
           num(field(r["ours_spin"], "p50_us")),
           num(field(r["ib_write_lat"], "typical_us")), num(field(r["ib_write_lat"], "p99_us")),
           num(field(r["rstream"], "avg_us")), num(field(r["tcp"], "p50_us"))] for r in rows])

@@ -11,11 +11,16 @@
 //     `base`, since spinning longer would burn CPU and still end in a sleep.
 //   A wait that slept measured the reply plus the wakeup, which costs tens
 //   of microseconds on a host and hundreds under emulation. Replies that
-//   come just after the spin gave up would then average above `max` for
-//   good: each one sleeps because the spin dropped to `base`, and its
-//   wakeup keeps the average up. So a slept wait of at most 2 x `max`
-//   counts as `max` (a reply the spin just missed); only longer ones count
-//   as what they measured.
+//   come just after `max` would then average above it for good: each one
+//   sleeps because the spin dropped to `base`, and its wakeup keeps the
+//   average up. So a wait that slept after a spin shorter than `max` (the
+//   base one, or none) and took at most 2 x `max` counts as a reply a
+//   spin of `max` would have caught (2/3 of `max`, whose 1.5 x is `max`):
+//   the next spin tries the maximum. One that slept after spinning `max`
+//   counts as measured, so replies that really take longer still drop the
+//   spin to `base`, and its misses close the gate below. Samples count at
+//   most 4 x `max`: enough to say "longer than max", and one long idle
+//   wait does not keep the spin at its base for a hundred waits after.
 // Every other wait (more of a stream the peer is sending, room to write)
 // spins `base` only: there the next event comes at the pace of the other
 // side's work, and a spin as long as that pace would turn the whole transfer
@@ -43,7 +48,8 @@ public:
     static constexpr int kHitScale = 1024;        // fixed-point 1.0 of the hit share
     static constexpr int kMinHitShare = kHitScale / 4;  // spin while at least 1 in 4 spins catches
     static constexpr int kProbeEvery = 16;        // waits between spins while spinning does not pay
-    static constexpr int kJustMissed = 2;         // a slept wait up to this x max counts as max
+    static constexpr int kJustMissed = 2;         // a wait slept after a short spin, up to this x max, was a near miss
+    static constexpr int kLongest = 4;            // samples count at most this x max
 
     AdaptiveSpin(Duration base, Duration max) : base_(base), max_(std::max(base, max)), average_(max_ + max_) {}
 
@@ -59,14 +65,12 @@ public:
     // came during it.
     void on_spin(bool caught) { hit_share_ += ((caught ? kHitScale : 0) - hit_share_) / kSmoothing; }
 
-    // A wait for a reply ended after `waited` (spinning and sleeping
-    // together); `slept` says whether it slept after its spin.
-    void on_wait(Duration waited, bool slept) {
-        const Duration sample = slept && waited <= kJustMissed * max_ ? std::min(waited, max_) : waited;
-        // Weighted, not `+= (sample - average) / k`: that stops a few ns
-        // above samples that come from above, which a sample of exactly
-        // max would leave "above max".
-        average_ = (average_ * (kSmoothing - 1) + sample) / kSmoothing;
+    // A wait for a reply ended after `waited` without sleeping.
+    void on_wait(Duration waited) { add_sample(waited); }
+    // A wait for a reply ended after `waited`, having slept after a spin of
+    // `spun` (zero: none).
+    void on_slept_wait(Duration waited, Duration spun) {
+        add_sample(spun < max_ && waited <= kJustMissed * max_ ? max_ * 2 / 3 : waited);
     }
 
     [[nodiscard]] Duration reply_budget() const {
@@ -76,6 +80,13 @@ public:
     [[nodiscard]] bool spinning_pays() const { return hit_share_ >= kMinHitShare; }
 
 private:
+    void add_sample(Duration sample) {
+        sample = std::min(sample, kLongest * max_);
+        // Weighted, not `+= (sample - average) / k`: that stops up to k - 1
+        // ns above samples that come from above.
+        average_ = (average_ * (kSmoothing - 1) + sample) / kSmoothing;
+    }
+
     Duration base_;
     Duration max_;
     Duration average_;            // starts above max: no long spins until waits prove short

@@ -277,18 +277,21 @@ short Stream::spin_until_ready(short wanted, std::chrono::nanoseconds limit, boo
     // readings (at most kPollsPerClockRead polls early), not another one.
     std::optional<Clock::time_point> seen = start;
     short r = ready_now();
+    std::chrono::nanoseconds spun{0};
     if (r == 0 && limit.count() > 0 && settings_.busy_poll.count() > 0) {
         if (const auto budget = std::min(spin_.budget(reply), limit); budget.count() > 0) {
             seen = busy_poll(budget, seen ? *seen : Clock::now(), [&] { return ready_now() != 0; });
             r = ready_now();  // after the spin's last poll, or its error
             spin_.on_spin(r != 0);
+            spun = budget;
         }
     }
     input_caught_ = (r & POLLIN) != 0 && rx_.unread() > 0;
     if (r != 0) {
         flush_control();  // credit updates the spin made due
-        if (reply && start && (r & POLLIN) != 0) spin_.on_wait(*seen - *start, false);
+        if (reply && start && (r & POLLIN) != 0) spin_.on_wait(*seen - *start);
     }
+    last_spin_ = spun;
     return r;
 }
 
@@ -322,6 +325,7 @@ int Stream::wait(short wanted, Millis timeout) {
     // completion's event in the channel saves the eventfd's write and read.
     const auto mask = static_cast<short>(wanted | POLLERR | POLLHUP);
     short r = 0;
+    bool slept = false;
     for (;;) {
         Millis left{-1};
         if (timed) {
@@ -333,7 +337,7 @@ int Stream::wait(short wanted, Millis timeout) {
             left = std::chrono::ceil<Millis>(deadline - now);
         }
         unsigned woke = 0;
-        ++stats_.wait_sleeps;
+        if (!std::exchange(slept, true)) ++stats_.waits_slept;
         const int rc = sleep_for(wanted, left, woke);
         if (rc < 0 && errno == EINTR) return -1;
         if (rc < 0) {
@@ -345,7 +349,11 @@ int Stream::wait(short wanted, Millis timeout) {
         }
         if (r != 0) break;
     }
-    if (reply && (r & POLLIN) != 0) spin_.on_wait(Clock::now() - *start, true);
+    if (reply && (r & POLLIN) != 0) {
+        const auto waited = Clock::now() - *start;
+        if (slept) spin_.on_slept_wait(waited, last_spin_);
+        else spin_.on_wait(waited);
+    }
     return r;
 }
 

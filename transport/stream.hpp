@@ -158,6 +158,9 @@ private:
     // needed the clock anyway (a reply, a timeout); otherwise unset.
     short spin_until_ready(short wanted, std::chrono::nanoseconds limit, bool reply,
                            std::optional<Clock::time_point> start);
+    // How long spin_until_ready() last spun (zero: not at all), for a wait
+    // that sleeps after it (AdaptiveSpin::on_slept_wait).
+    std::chrono::nanoseconds last_spin_{0};
     // Readiness, in poll(2) bits, from state alone: those of `mask` only.
     [[nodiscard]] short readiness(short mask) const;
     // Sleeps on fd() until something arrives for `wanted` (the readiness

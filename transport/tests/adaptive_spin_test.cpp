@@ -13,7 +13,7 @@ TEST_CASE("a new connection spins only the base time", "[adaptive_spin]") {
 
 TEST_CASE("short request-response waits raise the spin to catch the answer", "[adaptive_spin]") {
     AdaptiveSpin spin(50us, 500us);
-    for (int i = 0; i < 100; ++i) spin.on_wait(200us, false);
+    for (int i = 0; i < 100; ++i) spin.on_wait(200us);
     CHECK(spin.reply_budget() >= 290us);
     CHECK(spin.reply_budget() <= 310us);  // 1.5 x 200 us
     CHECK(spin.budget(true) == spin.reply_budget());
@@ -21,43 +21,65 @@ TEST_CASE("short request-response waits raise the spin to catch the answer", "[a
 
 TEST_CASE("the spin never exceeds its maximum nor drops below its base", "[adaptive_spin]") {
     AdaptiveSpin spin(50us, 500us);
-    for (int i = 0; i < 100; ++i) spin.on_wait(400us, false);
+    for (int i = 0; i < 100; ++i) spin.on_wait(400us);
     CHECK(spin.reply_budget() == 500us);  // 600 us wanted, capped
-    for (int i = 0; i < 100; ++i) spin.on_wait(5us, false);
+    for (int i = 0; i < 100; ++i) spin.on_wait(5us);
     CHECK(spin.reply_budget() == 50us);
 }
 
 TEST_CASE("long waits such as an idle session fall back to the base spin", "[adaptive_spin]") {
     AdaptiveSpin spin(50us, 500us);
-    for (int i = 0; i < 100; ++i) spin.on_wait(200us, false);
+    for (int i = 0; i < 100; ++i) spin.on_wait(200us);
     REQUIRE(spin.reply_budget() > 50us);
-    for (int i = 0; i < 100; ++i) spin.on_wait(2s, true);
+    for (int i = 0; i < 100; ++i) spin.on_slept_wait(2s, 50us);
     CHECK(spin.reply_budget() == 50us);
 }
 
-TEST_CASE("replies just after the spin gave up, measured through a sleep, bring the spin back to its maximum",
+TEST_CASE("replies just after the base spin, measured through a sleep, bring the spin back to its maximum",
           "[adaptive_spin]") {
     AdaptiveSpin spin(50us, 500us);
-    // Replies at 460 us, each seen 300 us later through a wakeup: as
-    // measured they average above the maximum, as they came they do not.
-    for (int i = 0; i < 100; ++i) spin.on_wait(760us, true);
+    // Replies at 460 us after a 50 us spin, each seen 300 us later through
+    // a wakeup: as measured they average above the maximum, as they came
+    // they do not. A new connection (average twice the maximum) gets there
+    // within a dozen.
+    for (int i = 0; i < 12; ++i) spin.on_slept_wait(760us, 50us);
     CHECK(spin.reply_budget() == 500us);
     // Then caught by that spin, at 460 us: the budget stays above them.
-    for (int i = 0; i < 100; ++i) spin.on_wait(460us, false);
+    for (int i = 0; i < 100; ++i) spin.on_wait(460us);
     CHECK(spin.reply_budget() == 500us);
 }
 
-TEST_CASE("slept waits much longer than the maximum still drop the spin to its base", "[adaptive_spin]") {
+TEST_CASE("replies that come after a spin of the maximum drop the spin to its base", "[adaptive_spin]") {
     AdaptiveSpin spin(50us, 500us);
-    for (int i = 0; i < 100; ++i) spin.on_wait(200us, false);
+    for (int i = 0; i < 100; ++i) spin.on_wait(200us);
     REQUIRE(spin.reply_budget() > 50us);
-    for (int i = 0; i < 100; ++i) spin.on_wait(1001us, true);  // over 2 x max: think time, not a near miss
+    for (int i = 0; i < 100; ++i) spin.on_slept_wait(720us, 500us);  // the maximum did not catch them
     CHECK(spin.reply_budget() == 50us);
+}
+
+TEST_CASE("slept waits of over twice the maximum drop the spin to its base", "[adaptive_spin]") {
+    AdaptiveSpin spin(50us, 500us);
+    for (int i = 0; i < 100; ++i) spin.on_wait(200us);
+    REQUIRE(spin.reply_budget() > 50us);
+    for (int i = 0; i < 100; ++i) spin.on_slept_wait(1001us, 50us);  // think time, not a near miss
+    CHECK(spin.reply_budget() == 50us);
+}
+
+TEST_CASE("one long idle wait does not hold the spin at its base for long", "[adaptive_spin]") {
+    AdaptiveSpin spin(50us, 500us);
+    for (int i = 0; i < 100; ++i) spin.on_slept_wait(10s, 50us);  // an idle session
+    REQUIRE(spin.reply_budget() == 50us);
+    int waits = 0;
+    while (spin.reply_budget() == 50us && waits < 100) {
+        spin.on_wait(200us);  // then a burst of queries
+        ++waits;
+    }
+    CHECK(waits <= 16);
 }
 
 TEST_CASE("waits that are not for a reply spin the base time however short replies are", "[adaptive_spin]") {
     AdaptiveSpin spin(50us, 500us);
-    for (int i = 0; i < 100; ++i) spin.on_wait(200us, false);
+    for (int i = 0; i < 100; ++i) spin.on_wait(200us);
     REQUIRE(spin.reply_budget() > 50us);
     CHECK(spin.budget(false) == 50us);
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <stdexcept>
 #include <variant>
@@ -70,6 +71,10 @@ void FakeLink::complete(const ibv_wc& wc, bool solicited) {
 bool FakeLink::send(std::uint64_t wr_id, bool signalled, bool solicited, ibv_wc_opcode opcode, bool consumes_receive,
                     const std::uint8_t* data, std::uint32_t len, std::uint32_t imm, std::uint64_t remote_addr,
                     std::uint32_t rkey) {
+    if (wire_->refuse_posts) {
+        errno = ENOMEM;
+        return false;
+    }
     FakeLink* to = peer();
     // A cut wire, or a peer whose queue pair is gone: never acknowledged,
     // never completed (a real device would retry and then report

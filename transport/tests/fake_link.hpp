@@ -98,6 +98,7 @@ struct FakeWire {
     std::array<FakeLink*, 2> ends{nullptr, nullptr};
     bool cut = false;           // the host vanished: drop everything silently
     bool disconnected = false;  // rdma_disconnect happened
+    bool refuse_posts = false;  // the device refuses every send post (ibv_post_send fails: ENOMEM)
     // Feature bits a GetServerFeature keeps on its way: less than all makes
     // the active side look like an older build that does not know them.
     std::uint64_t offer_features = ~0ull;

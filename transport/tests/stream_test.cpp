@@ -455,16 +455,16 @@ TEST_CASE("a caller that sleeps on fd() right after a first EAGAIN wakes, and it
     CHECK(readable_now(s->b->fd()));
 }
 
-TEST_CASE("wait() counts the times it slept, not the waits its first look or spin answered", "[stream][readiness]") {
+TEST_CASE("wait() counts a call that slept once, and not one its first look answered", "[stream][readiness]") {
     auto s = establish(quiet_keepalive(), quiet_keepalive());
-    const std::uint64_t before = s->a->stats().wait_sleeps;
+    const std::uint64_t before = s->a->stats().waits_slept;
     REQUIRE(write_bytes(*s->b, "x", 1) == 1);
     REQUIRE((s->a->wait(POLLIN, 1000ms) & POLLIN) != 0);  // the input is there: no sleep
-    CHECK(s->a->stats().wait_sleeps == before);
+    CHECK(s->a->stats().waits_slept == before);
     char c = 0;
     REQUIRE(s->a->read(&c, 1) == 1);
     CHECK(s->a->wait(POLLIN, 50ms) == 0);  // nothing comes: the spin gives up, it sleeps
-    CHECK(s->a->stats().wait_sleeps > before);
+    CHECK(s->a->stats().waits_slept == before + 1);
 }
 
 TEST_CASE("a waiter woken by keepalive ticks takes each one and sleeps on until its timeout", "[stream][readiness]") {
@@ -522,6 +522,38 @@ TEST_CASE("a hold goes out at the start of any call that is not a MSG_MORE write
         REQUIRE(s->b->read(buf, sizeof buf) == 6);
         CHECK(std::string(buf, 6) == "abcdef");
     }
+}
+
+TEST_CASE("a write whose post the device refuses fails with its error, and nothing counts as sent", "[stream]") {
+    auto s = establish();
+    const auto before = s->a->stats();
+    s->pair.wire->refuse_posts = true;
+    CHECK(write_bytes(*s->a, "hello", 5) == -1);
+    CHECK(errno == ENOMEM);
+    CHECK(s->a->stats().writes_posted == before.writes_posted);
+    CHECK(s->a->stats().bytes_sent == before.bytes_sent);
+    CHECK(write_bytes(*s->a, "again", 5) == -1);  // the connection has failed
+}
+
+TEST_CASE("every small write is posted by its own call, also when the send queue filled before its completions were polled",
+          "[stream]") {
+    Settings shallow;
+    shallow.send_queue_depth = 4;  // fewer work requests than credits: the queue fills first
+    auto s = establish(shallow, shallow);
+    for (int i = 0; i < 12; ++i) {
+        const std::uint64_t before = s->a->stats().writes_posted;
+        REQUIRE(write_bytes(*s->a, "x", 1) == 1);
+        CHECK(s->a->stats().writes_posted == before + 1);
+    }
+    char in[16] = {};
+    std::size_t got = 0;
+    while (got < 12) {
+        REQUIRE((s->b->wait(POLLIN, 1000ms) & POLLIN) != 0);
+        const ssize_t r = s->b->read(in + got, sizeof in - got);
+        REQUIRE(r > 0);
+        got += static_cast<std::size_t>(r);
+    }
+    CHECK(std::string(in, got) == std::string(12, 'x'));
 }
 
 TEST_CASE("one write of more than 64 KiB goes out as WRITEs of at most 64 KiB", "[stream]") {
