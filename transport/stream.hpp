@@ -158,9 +158,6 @@ private:
     // needed the clock anyway (a reply, a timeout); otherwise unset.
     short spin_until_ready(short wanted, std::chrono::nanoseconds limit, bool reply,
                            std::optional<Clock::time_point> start);
-    // How long spin_until_ready() last spun (zero: not at all), for a wait
-    // that sleeps after it (AdaptiveSpin::on_slept_wait).
-    std::chrono::nanoseconds last_spin_{0};
     // Readiness, in poll(2) bits, from state alone: those of `mask` only.
     [[nodiscard]] short readiness(short mask) const;
     // Sleeps on fd() until something arrives for `wanted` (the readiness
@@ -251,6 +248,9 @@ private:
     RecvCredits recv_credits_;
     KeepaliveClock keepalive_;
     AdaptiveSpin spin_;
+    // How long spin_until_ready() last spun (zero: not at all), for a wait
+    // that sleeps after it (AdaptiveSpin::on_slept_wait).
+    std::chrono::nanoseconds last_spin_{0};
 
     std::uint64_t peer_ring_addr_ = 0;
     std::uint32_t peer_ring_rkey_ = 0;
