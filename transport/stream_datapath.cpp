@@ -312,9 +312,10 @@ std::uint32_t Stream::post_data(const std::uint8_t* src, std::uint32_t len, bool
 bool Stream::post_whole(const std::uint8_t* src, std::size_t len) {
     // What post_data() would take whole and post at once: the same room
     // (hold_room with nothing held) and the same credits and queue slot.
-    if (held_ != 0 || len > kMaxWriteBytes || !send_credits_.can_send_data() || !sq_.has_room()) return false;
+    if (held_ != 0 || len == 0 || len > kMaxWriteBytes || !send_credits_.can_send_data() || !sq_.has_room())
+        return false;
     const auto n = static_cast<std::uint32_t>(len);
-    if (n == 0 || peer_.writable_contiguous() < n || staging_.contiguous_free(n) != n) return false;
+    if (hold_room(n) != n) return false;
     std::memcpy(link_->staging() + staging_.offset(), src, n);
     staging_.fill(n);
     held_ = n;
