@@ -136,7 +136,7 @@ struct ConnectionStats {
     std::uint64_t control_sent = 0;     // control messages sent
     std::uint64_t control_received = 0;
     std::uint64_t write_blocked = 0;    // times write() returned EAGAIN
-    std::uint64_t waits_slept = 0;      // calls of wait() that slept on fd() (after a spin that caught nothing, or none)
+    std::uint64_t waits_slept = 0;      // calls of wait() that slept on fd() (after a spin that caught nothing, or none), and of spin() that left the caller to sleep
     std::uint64_t keepalive_probes = 0; // liveness probes sent while idle
     std::uint32_t rx_buffer_size = 0;   // ours
     std::uint32_t peer_rx_buffer_size = 0;
@@ -178,7 +178,9 @@ public:
     int wait(short wanted, int timeout_ms) noexcept;
     // wait()'s busy-poll without the sleep: at most the adaptive spin budget
     // (Settings::busy_poll), then what is ready (0 if nothing). For a caller
-    // about to sleep in its own epoll_wait on fd().
+    // about to sleep in its own epoll_wait on fd(): a reply that comes after
+    // spin() gave up is timed for the adaptive spin when it is taken in, as
+    // wait() times its own sleeps.
     short spin(short wanted) noexcept;
     // What fd() signals; returns -1 (EBADF) when the connection is unusable.
     int set_interest(short events) noexcept;

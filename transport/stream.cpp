@@ -299,13 +299,29 @@ short Stream::spin(short wanted) {
     if (closed_) return POLLNVAL;
     end_hold();
     const bool reply = awaits_reply(wanted);
-    return spin_until_ready(wanted, std::chrono::nanoseconds::max(), reply,
-                            reply ? std::optional{Clock::now()} : std::nullopt);
+    // A caller that woke for something else (a latch) and waits again for
+    // the same reply goes on with the wait it began.
+    const auto start = reply ? std::optional{slept_reply_since_.value_or(Clock::now())} : std::nullopt;
+    slept_reply_since_.reset();  // a reply caught in this spin is timed by it
+    const short r = spin_until_ready(wanted, std::chrono::nanoseconds::max(), reply, start);
+    if (r == 0) ++stats_.waits_slept;  // the caller sleeps on fd() now
+    // A reply this spin missed is timed when it comes, so that the spin
+    // learns from the backend's sleeps as from wait()'s: without them it
+    // saw only the replies it caught, and replies that came just after it
+    // gave up never raised it (adaptive_spin.hpp).
+    slept_reply_since_ = reply && (r & POLLIN) == 0 ? start : std::nullopt;
+    return r;
+}
+
+void Stream::end_slept_reply_wait() {
+    spin_.on_slept_wait(Clock::now() - *slept_reply_since_, last_spin_);
+    slept_reply_since_.reset();
 }
 
 int Stream::wait(short wanted, Millis timeout) {
     if (closed_) return POLLNVAL;
     end_hold();
+    slept_reply_since_.reset();  // this wait times the reply itself
     // Decided before any polling: the reply that ends this wait clears it.
     const bool reply = awaits_reply(wanted);
     const bool timed = timeout.count() >= 0;

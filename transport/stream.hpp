@@ -82,6 +82,9 @@ public:
     // spin budget and returns what is ready, never sleeping. For a caller
     // that sleeps elsewhere (an interposed epoll_wait).
     short spin(short wanted);
+    // How long the next wait for a reply would spin (AdaptiveSpin), for
+    // tests and diagnostics.
+    [[nodiscard]] std::chrono::nanoseconds reply_spin() const { return spin_.reply_budget(); }
     [[nodiscard]] std::string device_name() const { return link_->device_name(); }
     // Which readiness fd() signals. Until a caller says, POLLIN, or POLLOUT
     // while a write that said EAGAIN waits.
@@ -158,6 +161,8 @@ private:
     // needed the clock anyway (a reply, a timeout); otherwise unset.
     short spin_until_ready(short wanted, std::chrono::nanoseconds limit, bool reply,
                            std::optional<Clock::time_point> start);
+    // The reply that a caller of spin() slept for came (slept_reply_since_).
+    void end_slept_reply_wait();
     // Readiness, in poll(2) bits, from state alone: those of `mask` only.
     [[nodiscard]] short readiness(short mask) const;
     // Sleeps on fd() until something arrives for `wanted` (the readiness
@@ -251,6 +256,10 @@ private:
     // How long spin_until_ready() last spun (zero: not at all), for a wait
     // that sleeps after it (AdaptiveSpin::on_slept_wait).
     std::chrono::nanoseconds last_spin_{0};
+    // A reply wait that spin() gave up and its caller sleeps out on fd()
+    // (the backend's WaitEventSet): when it began. The reply's arrival
+    // (handle_data) times it for the spin, as wait() times its own sleeps.
+    std::optional<Clock::time_point> slept_reply_since_;
 
     std::uint64_t peer_ring_addr_ = 0;
     std::uint32_t peer_ring_rkey_ = 0;

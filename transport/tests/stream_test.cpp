@@ -467,6 +467,34 @@ TEST_CASE("wait() counts a call that slept once, and not one its first look answ
     CHECK(s->a->stats().waits_slept == before + 1);
 }
 
+TEST_CASE("replies that come just after spin() gave up, while its caller slept on fd(), raise the reply spin",
+          "[stream][readiness]") {
+    // The backend's way: spin(), then its own sleep, then poll_events().
+    // Its sleeps must teach the spin as wait()'s do: a reply a spin of the
+    // maximum would have caught makes the next spin try the maximum
+    // (adaptive_spin.hpp). Milliseconds, so that a slow or loaded host
+    // still takes each reply within twice the maximum.
+    Settings quick = quiet_keepalive();
+    quick.busy_poll = 1ms;
+    quick.busy_poll_max = 20ms;
+    auto s = establish(quick, quiet_keepalive());
+    REQUIRE(s->a->reply_spin() == 1ms);  // nothing learned yet
+    const std::uint64_t slept_before = s->a->stats().waits_slept;
+    constexpr int kReplies = 12;
+    char buf[16];
+    for (int i = 0; i < kReplies; ++i) {
+        REQUIRE(write_bytes(*s->a, "q", 1) == 1);
+        REQUIRE(s->b->read(buf, sizeof buf) == 1);
+        REQUIRE(s->a->spin(POLLIN) == 0);  // nothing yet: the caller sleeps
+        std::this_thread::sleep_for(3ms);
+        REQUIRE(write_bytes(*s->b, "r", 1) == 1);
+        REQUIRE((s->a->poll_events(POLLIN) & POLLIN) != 0);  // the wakeup
+        REQUIRE(s->a->read(buf, sizeof buf) == 1);
+    }
+    CHECK(s->a->reply_spin() == 20ms);
+    CHECK(s->a->stats().waits_slept == slept_before + kReplies);
+}
+
 TEST_CASE("a waiter woken by keepalive ticks takes each one and sleeps on until its timeout", "[stream][readiness]") {
     // wait() learns from its wakeup which source fired: a tick left
     // untaken would keep fd() readable and turn the wait into a busy loop.
