@@ -78,6 +78,7 @@ public:
         return std::clamp(average_ * 3 / 2, base_, max_);
     }
     [[nodiscard]] bool spinning_pays() const { return hit_share_ >= kMinHitShare; }
+    [[nodiscard]] Duration average() const { return average_; }
 
 private:
     void add_sample(Duration sample) {

@@ -136,7 +136,7 @@ struct ConnectionStats {
     std::uint64_t control_sent = 0;     // control messages sent
     std::uint64_t control_received = 0;
     std::uint64_t write_blocked = 0;    // times write() returned EAGAIN
-    std::uint64_t waits_slept = 0;      // calls of wait() that slept on fd() (after a spin that caught nothing, or none), and of spin() that left the caller to sleep
+    std::uint64_t waits_slept = 0;      // calls of wait() that slept on fd() (after a spin that caught nothing, or none), and of spin() that caught nothing (its caller then sleeps on fd())
     std::uint64_t keepalive_probes = 0; // liveness probes sent while idle
     std::uint32_t rx_buffer_size = 0;   // ours
     std::uint32_t peer_rx_buffer_size = 0;

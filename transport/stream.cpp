@@ -265,7 +265,7 @@ int Stream::sleep_for(short wanted, Millis timeout, unsigned& woke) {
 }
 
 short Stream::spin_until_ready(short wanted, std::chrono::nanoseconds limit, bool reply,
-                               std::optional<Clock::time_point> start) {
+                               std::optional<Clock::time_point>& seen) {
     const auto mask = static_cast<short>(wanted | POLLERR | POLLHUP);
     // The fast path makes no system call: completions already there, or
     // arriving within the spin budget, are caught without consuming events
@@ -273,9 +273,6 @@ short Stream::spin_until_ready(short wanted, std::chrono::nanoseconds limit, boo
     // asked only after a sleep they ended.
     poll_completions();
     const auto ready_now = [&] { return readiness(mask); };
-    // The latest clock reading: a reply's wait is timed with the spin's own
-    // readings (at most kPollsPerClockRead polls early), not another one.
-    std::optional<Clock::time_point> seen = start;
     short r = ready_now();
     std::chrono::nanoseconds spun{0};
     if (r == 0 && limit.count() > 0 && settings_.busy_poll.count() > 0) {
@@ -287,10 +284,7 @@ short Stream::spin_until_ready(short wanted, std::chrono::nanoseconds limit, boo
         }
     }
     input_caught_ = (r & POLLIN) != 0 && rx_.unread() > 0;
-    if (r != 0) {
-        flush_control();  // credit updates the spin made due
-        if (reply && start && (r & POLLIN) != 0) spin_.on_wait(*seen - *start);
-    }
+    if (r != 0) flush_control();  // credit updates the spin made due
     last_spin_ = spun;
     return r;
 }
@@ -299,17 +293,25 @@ short Stream::spin(short wanted) {
     if (closed_) return POLLNVAL;
     end_hold();
     const bool reply = awaits_reply(wanted);
-    // A caller that woke for something else (a latch) and waits again for
-    // the same reply goes on with the wait it began.
-    const auto start = reply ? std::optional{slept_reply_since_.value_or(Clock::now())} : std::nullopt;
-    slept_reply_since_.reset();  // a reply caught in this spin is timed by it
-    const short r = spin_until_ready(wanted, std::chrono::nanoseconds::max(), reply, start);
-    if (r == 0) ++stats_.waits_slept;  // the caller sleeps on fd() now
-    // A reply this spin missed is timed when it comes, so that the spin
-    // learns from the backend's sleeps as from wait()'s: without them it
-    // saw only the replies it caught, and replies that came just after it
-    // gave up never raised it (adaptive_spin.hpp).
-    slept_reply_since_ = reply && (r & POLLIN) == 0 ? start : std::nullopt;
+    // A reply wait an earlier spin() gave up, whose caller woke for
+    // something else (a latch) and waits again: this spin goes on with it.
+    // Taken out first, so that a reply this spin finds is timed here once.
+    const auto continued = std::exchange(slept_reply_since_, std::nullopt);
+    const auto earlier_spin = last_spin_;
+    // The spin's budget counts from now, the reply's wait from its start.
+    std::optional<Clock::time_point> seen = reply ? std::optional{Clock::now()} : std::nullopt;
+    const auto began = continued ? continued : seen;
+    const short r = spin_until_ready(wanted, std::chrono::nanoseconds::max(), reply, seen);
+    if (reply && (r & POLLIN) != 0) {
+        if (continued) spin_.on_slept_wait(*seen - *began, earlier_spin);
+        else spin_.on_wait(*seen - *began);
+    }
+    if (r == 0) ++stats_.waits_slept;  // caught nothing: the caller is on its way to sleep
+    // A reply this spin missed is timed when it comes (handle_data), so
+    // that the spin learns from the backend's sleeps as from wait()'s:
+    // without them it saw only the replies it caught, and replies that came
+    // just after it gave up never raised it (adaptive_spin.hpp).
+    slept_reply_since_ = reply && (r & POLLIN) == 0 ? began : std::nullopt;
     return r;
 }
 
@@ -332,7 +334,13 @@ int Stream::wait(short wanted, Millis timeout) {
     // The spin never outlasts the caller's timeout (busy_poll may be set
     // longer than a short timeout).
     const std::chrono::nanoseconds limit = timed ? std::chrono::nanoseconds{timeout} : std::chrono::nanoseconds::max();
-    if (const short r = spin_until_ready(wanted, limit, reply, start); r != 0) return r;
+    // The latest clock reading: a reply's wait is timed with the spin's own
+    // readings (at most kPollsPerClockRead polls early), not another one.
+    std::optional<Clock::time_point> seen = start;
+    if (const short r = spin_until_ready(wanted, limit, reply, seen); r != 0) {
+        if (reply && (r & POLLIN) != 0) spin_.on_wait(*seen - *start);
+        return r;
+    }
     if (timeout.count() == 0) return poll_events(wanted);
     // The spin polled the completions. The sources inside fd() (a
     // completion's event, a keepalive tick, an rdma_cm event) are not asked

@@ -82,9 +82,9 @@ public:
     // spin budget and returns what is ready, never sleeping. For a caller
     // that sleeps elsewhere (an interposed epoll_wait).
     short spin(short wanted);
-    // How long the next wait for a reply would spin (AdaptiveSpin), for
-    // tests and diagnostics.
-    [[nodiscard]] std::chrono::nanoseconds reply_spin() const { return spin_.reply_budget(); }
+    // The busy-poll's state (how long a reply wait would spin, from what
+    // average), for tests and diagnostics.
+    [[nodiscard]] const AdaptiveSpin& adaptive_spin() const { return spin_; }
     [[nodiscard]] std::string device_name() const { return link_->device_name(); }
     // Which readiness fd() signals. Until a caller says, POLLIN, or POLLOUT
     // while a write that said EAGAIN waits.
@@ -157,10 +157,11 @@ private:
         return (wanted & POLLIN) != 0 && (wanted & POLLOUT) == 0 && sent_since_heard_;
     }
     // Polls, spins at most `limit` (and the adaptive budget), says what is
-    // ready. `start` is when the wait began, read by the caller when it
-    // needed the clock anyway (a reply, a timeout); otherwise unset.
+    // ready. `seen` is a reading taken as the spin begins, by a caller that
+    // needed the clock anyway (a reply, a timeout), or unset; it returns
+    // the latest reading, the spin's last (a caught reply is timed with it).
     short spin_until_ready(short wanted, std::chrono::nanoseconds limit, bool reply,
-                           std::optional<Clock::time_point> start);
+                           std::optional<Clock::time_point>& seen);
     // The reply that a caller of spin() slept for came (slept_reply_since_).
     void end_slept_reply_wait();
     // Readiness, in poll(2) bits, from state alone: those of `mask` only.

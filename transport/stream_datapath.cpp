@@ -153,7 +153,7 @@ bool Stream::handle_data(std::uint32_t len) {
     if (peer_bytes_sent_) return protocol_error("the peer wrote data after its Close");
     if (!rx_.on_write(len)) return protocol_error("the peer wrote outside its window of the RX ring");
     sent_since_heard_ = false;
-    if (slept_reply_since_) [[unlikely]] end_slept_reply_wait();
+    if (slept_reply_since_) end_slept_reply_wait();  // the backend's usual way: spin(), a sleep, this
     return true;
 }
 

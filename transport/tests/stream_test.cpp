@@ -467,32 +467,143 @@ TEST_CASE("wait() counts a call that slept once, and not one its first look answ
     CHECK(s->a->stats().waits_slept == before + 1);
 }
 
-TEST_CASE("replies that come just after spin() gave up, while its caller slept on fd(), raise the reply spin",
-          "[stream][readiness]") {
-    // The backend's way: spin(), then its own sleep, then poll_events().
-    // Its sleeps must teach the spin as wait()'s do: a reply a spin of the
-    // maximum would have caught makes the next spin try the maximum
-    // (adaptive_spin.hpp). Milliseconds, so that a slow or loaded host
-    // still takes each reply within twice the maximum.
-    Settings quick = quiet_keepalive();
-    quick.busy_poll = 1ms;
-    quick.busy_poll_max = 20ms;
-    auto s = establish(quick, quiet_keepalive());
-    REQUIRE(s->a->reply_spin() == 1ms);  // nothing learned yet
-    const std::uint64_t slept_before = s->a->stats().waits_slept;
-    constexpr int kReplies = 12;
+// The backend's way to wait: spin(), then its own sleep on fd(), then
+// poll_events(). Its sleeps teach the reply spin as wait()'s do
+// (adaptive_spin.hpp). Milliseconds, so that a slow or loaded host still
+// takes each reply well within twice the maximum; a fresh spin's average
+// starts at twice its maximum.
+Settings backend_spin(std::chrono::microseconds base, std::chrono::microseconds max) {
+    Settings s = quiet_keepalive();
+    s.busy_poll = base;
+    s.busy_poll_max = max;
+    return s;
+}
+
+// a sends a query and b answers at once: a's next input is a reply.
+void query(Streams& s) {
     char buf[16];
-    for (int i = 0; i < kReplies; ++i) {
-        REQUIRE(write_bytes(*s->a, "q", 1) == 1);
-        REQUIRE(s->b->read(buf, sizeof buf) == 1);
-        REQUIRE(s->a->spin(POLLIN) == 0);  // nothing yet: the caller sleeps
+    REQUIRE(write_bytes(*s.a, "q", 1) == 1);
+    REQUIRE(s.b->read(buf, sizeof buf) == 1);
+}
+
+void answer_and_take(Streams& s) {
+    char buf[16];
+    REQUIRE(write_bytes(*s.b, "r", 1) == 1);
+    REQUIRE((s.a->poll_events(POLLIN) & POLLIN) != 0);  // the wakeup
+    REQUIRE(s.a->read(buf, sizeof buf) == 1);
+}
+
+std::chrono::nanoseconds average(const Stream& s) { return s.adaptive_spin().average(); }
+
+// What a near miss counts as with a 20 ms maximum: 2/3 of it.
+constexpr std::chrono::nanoseconds kNearMiss = std::chrono::nanoseconds{20ms} * 2 / 3;
+
+// What one more sample makes of an average (adaptive_spin.hpp).
+std::chrono::nanoseconds averaged(std::chrono::nanoseconds average, std::chrono::nanoseconds sample) {
+    using pg_rdma::transport::AdaptiveSpin;
+    return (average * (AdaptiveSpin::kSmoothing - 1) + sample) / AdaptiveSpin::kSmoothing;
+}
+
+TEST_CASE("a reply that came just after spin() gave up, while its caller slept, counts as a near miss",
+          "[stream][readiness]") {
+    auto s = establish(backend_spin(1ms, 20ms), quiet_keepalive());
+    const auto before = average(*s->a);
+    const std::uint64_t slept_before = s->a->stats().waits_slept;
+    query(*s);
+    REQUIRE(s->a->spin(POLLIN) == 0);  // a 1 ms spin: nothing yet, the caller sleeps
+    CHECK(s->a->stats().waits_slept == slept_before + 1);
+    std::this_thread::sleep_for(3ms);
+    answer_and_take(*s);
+    // After a spin shorter than the maximum, within twice the maximum: a
+    // spin of the maximum would have caught it.
+    CHECK(average(*s->a) == averaged(before, kNearMiss));
+}
+
+TEST_CASE("replies that keep coming just after spin() gave up raise the reply spin to its maximum",
+          "[stream][readiness]") {
+    auto s = establish(backend_spin(1ms, 20ms), quiet_keepalive());
+    REQUIRE(s->a->adaptive_spin().reply_budget() == 1ms);  // nothing learned yet
+    int replies = 0;
+    for (; replies < 20 && s->a->adaptive_spin().reply_budget() < 20ms; ++replies) {
+        query(*s);
+        REQUIRE(s->a->spin(POLLIN) == 0);
         std::this_thread::sleep_for(3ms);
+        answer_and_take(*s);
+    }
+    CHECK(replies <= 12);
+}
+
+TEST_CASE("a reply that came after spin() spun the maximum counts as measured", "[stream][readiness]") {
+    // A spin of the maximum missed it: the reply really takes longer.
+    auto s = establish(backend_spin(2ms, 2ms), quiet_keepalive());
+    const auto before = average(*s->a);
+    query(*s);
+    REQUIRE(s->a->spin(POLLIN) == 0);
+    std::this_thread::sleep_for(1ms);
+    const auto waited_at_least = averaged(before, 3ms);  // the 2 ms spin and the 1 ms sleep
+    answer_and_take(*s);
+    CHECK(average(*s->a) >= waited_at_least);
+}
+
+TEST_CASE("spin() again for the same reply spins its whole budget and times the reply from the first spin",
+          "[stream][readiness]") {
+    auto s = establish(backend_spin(1ms, 20ms), quiet_keepalive());
+    const auto before = average(*s->a);
+    query(*s);
+    REQUIRE(s->a->spin(POLLIN) == 0);
+    // The caller woke for something else (a latch) and comes back to wait:
+    // its spin is its own, the wait goes on from the first one.
+    std::this_thread::sleep_for(45ms);
+    const auto second = std::chrono::steady_clock::now();
+    REQUIRE(s->a->spin(POLLIN) == 0);
+    CHECK(std::chrono::steady_clock::now() - second >= 1ms);
+    answer_and_take(*s);
+    // Over twice the maximum since the first spin: measured, not a near miss.
+    CHECK(average(*s->a) >= averaged(before, 46ms));
+}
+
+TEST_CASE("spin() again that finds the reply there counts it once, as a wait that slept",
+          "[stream][readiness]") {
+    auto s = establish(backend_spin(1ms, 20ms), quiet_keepalive());
+    const auto before = average(*s->a);
+    const std::uint64_t slept_before = s->a->stats().waits_slept;
+    query(*s);
+    REQUIRE(s->a->spin(POLLIN) == 0);
+    std::this_thread::sleep_for(3ms);
+    char buf[16];
+    REQUIRE(write_bytes(*s->b, "r", 1) == 1);
+    REQUIRE((s->a->spin(POLLIN) & POLLIN) != 0);  // woke for a latch: the reply is there
+    REQUIRE(s->a->read(buf, sizeof buf) == 1);
+    CHECK(average(*s->a) == averaged(before, kNearMiss));  // one near miss, not two samples
+    CHECK(s->a->stats().waits_slept == slept_before + 1);
+}
+
+TEST_CASE("a reply spin() caught, or one wait() took over, is not timed again when more input comes",
+          "[stream][readiness]") {
+    auto s = establish(backend_spin(1ms, 20ms), quiet_keepalive());
+    char buf[16];
+    SECTION("spin() caught it") {
+        query(*s);
         REQUIRE(write_bytes(*s->b, "r", 1) == 1);
-        REQUIRE((s->a->poll_events(POLLIN) & POLLIN) != 0);  // the wakeup
+        const std::uint64_t slept_before = s->a->stats().waits_slept;
+        REQUIRE((s->a->spin(POLLIN) & POLLIN) != 0);
+        CHECK(s->a->stats().waits_slept == slept_before);
         REQUIRE(s->a->read(buf, sizeof buf) == 1);
     }
-    CHECK(s->a->reply_spin() == 20ms);
-    CHECK(s->a->stats().waits_slept == slept_before + kReplies);
+    SECTION("wait() took the reply spin() had missed") {
+        query(*s);
+        REQUIRE(s->a->spin(POLLIN) == 0);
+        REQUIRE(write_bytes(*s->b, "r", 1) == 1);
+        const auto before = average(*s->a);
+        REQUIRE((s->a->wait(POLLIN, 1000ms) & POLLIN) != 0);  // its first look finds it: waited 0
+        CHECK(average(*s->a) == averaged(before, 0ms));
+        REQUIRE(s->a->read(buf, sizeof buf) == 1);
+    }
+    const auto settled = average(*s->a);
+    std::this_thread::sleep_for(50ms);
+    REQUIRE(write_bytes(*s->b, "x", 1) == 1);  // not awaited as a reply
+    REQUIRE((s->a->poll_events(POLLIN) & POLLIN) != 0);
+    CHECK(average(*s->a) == settled);
 }
 
 TEST_CASE("a waiter woken by keepalive ticks takes each one and sleeps on until its timeout", "[stream][readiness]") {
