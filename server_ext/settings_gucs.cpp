@@ -26,6 +26,7 @@ int keepalive_timeout_ms = static_cast<int>(kDefaults.keepalive_timeout.count())
 int keepalive_min_interval_ms = static_cast<int>(kDefaults.keepalive_min_interval.count());  // ms
 int keepalive_max_timeout_ms = static_cast<int>(kDefaults.keepalive_max_timeout.count());    // ms
 int busy_poll_us = static_cast<int>(kDefaults.busy_poll.count());                         // µs
+int busy_poll_max_us = static_cast<int>(kDefaults.busy_poll_max.count());                 // µs
 int connect_timeout_ms = static_cast<int>(kDefaults.connect_timeout.count());             // ms
 bool output_batching = true;             // full output buffers go with MSG_MORE (session/output_batching.hpp)
 
@@ -110,6 +111,19 @@ void define_settings_gucs() {
                             nullptr,
                             nullptr,
                             nullptr);
+    DefineCustomIntVariable("pg_rdma.busy_poll_max",
+                            "Longest a backend polls for the client's next message before sleeping, in microseconds.",
+                            "The poll adapts between pg_rdma.busy_poll and this while the client's messages come "
+                            "that fast; never less than pg_rdma.busy_poll.",
+                            &busy_poll_max_us,
+                            busy_poll_max_us,
+                            0,
+                            kMaxBusyPollUs,
+                            PGC_POSTMASTER,
+                            0,
+                            nullptr,
+                            nullptr,
+                            nullptr);
     define_ms("pg_rdma.connect_timeout", "Longest RDMA session setup: resolve, connect, negotiate.",
               &connect_timeout_ms, 1, kMaxConnectTimeoutMs);
     DefineCustomBoolVariable("pg_rdma.output_batching",
@@ -133,8 +147,10 @@ transport::Settings settings_from_gucs() {
     s.keepalive_min_interval = transport::Millis{keepalive_min_interval_ms};
     s.keepalive_max_timeout = transport::Millis{keepalive_max_timeout_ms};
     s.busy_poll = std::chrono::microseconds{busy_poll_us};
-    // The adaptive spin's ceiling is not a parameter: it follows busy_poll up.
-    s.busy_poll_max = std::max(kDefaults.busy_poll_max, s.busy_poll);
+    // The adaptive spin's ceiling follows busy_poll up: a server that only
+    // raised busy_poll keeps a fixed spin of that length, as before the
+    // ceiling was a parameter.
+    s.busy_poll_max = std::max(std::chrono::microseconds{busy_poll_max_us}, s.busy_poll);
     s.connect_timeout = transport::Millis{connect_timeout_ms};
     return s;
 }
