@@ -15,6 +15,7 @@ import os
 import sys
 
 import ratio_chart
+from host_load import busy_host_warning
 
 # (key, label, unit, what is better, target on RDMA/TCP or None)
 # "higher": more is better (tps, MB/s); "lower": less is better (ms, CPU).
@@ -79,6 +80,20 @@ def rounds_of(values, template, transport):
     return found
 
 
+def round_spread(rounds):
+    """How far apart one transport's rounds of a figure are: max / min - 1."""
+    return max(rounds) / min(rounds) - 1 if len(rounds) > 1 and min(rounds) > 0 else None
+
+
+def undecided(ratio, target, spread):
+    """A ratio closer to its target's bound than the rounds' own spread is
+    not decided by this run: the same code measured twice moved more."""
+    if ratio is None or target is None or spread is None:
+        return False
+    bound = float(target.split()[1])
+    return abs(ratio - bound) < spread * bound
+
+
 def meets(ratio, target):
     if ratio is None or target is None:
         return None
@@ -97,9 +112,12 @@ def build(raw):
         rdma = pick(rdma_rounds) if rdma_rounds else None
         tcp = pick(tcp_rounds) if tcp_rounds else None
         ratio = rdma / tcp if rdma is not None and tcp else None
+        spreads = [x for x in (round_spread(rdma_rounds), round_spread(tcp_rounds)) if x is not None]
+        spread = max(spreads) if spreads else None
         row = {"figure": label, "unit": unit, "better": better, "rdma": rdma, "tcp": tcp,
                "rdma_rounds": rdma_rounds, "tcp_rounds": tcp_rounds,
                "rdma_over_tcp": ratio, "target": target, "meets_target": meets(ratio, target),
+               "round_spread": spread, "undecided": undecided(ratio, target, spread),
                "charted": key not in NOT_CHARTED}
         name = key.split(".")[0]
         if name in BULK and unit == "MB/s" and ceiling:
@@ -140,6 +158,14 @@ def print_table(report):
     if failed:
         print(f"not measured: {failed}")
     print("rdma/tcp: above 1 is RDMA's gain for tps and MB/s, its loss for ms and CPU.")
+    for r in report["figures"]:
+        if r["undecided"]:
+            print(f"noise: {r['figure'].strip()}: a transport's two rounds differed by {100 * r['round_spread']:.0f}%, "
+                  f"more than its ratio {fmt(r['rdma_over_tcp'])} is from the target ({r['target']}): "
+                  f"not decided by this run")
+    busy = busy_host_warning(report["env"])
+    if busy:
+        print(busy)
 
 
 def draw(report, png):

@@ -21,12 +21,10 @@ import os
 import sys
 
 import ratio_chart
+from host_load import busy_host_warning
 
 MIB = 1024 * 1024
 PINNED_BUDGET_BYTES = 512 * 1024
-# Host load per core above which the guest's vCPUs were likely descheduled
-# during the run, making every figure (ratios too) noisy.
-BUSY_HOST_LOAD_PER_CORE = 0.5
 
 LAT_SIZES = [64, 1024, 4096, 16384, 65536]
 # transport_bench's warm-up before the timed part (run-transport-bench.sh):
@@ -414,15 +412,6 @@ def read_env(raw):
     return env
 
 
-def busy_host(env):
-    """(load, cores) when scripts/bench saw a busy host, else None."""
-    try:
-        load, cores = (float(x) for x in env.get("host_load_before", "").split("/"))
-    except ValueError:
-        return None
-    return (load, int(cores)) if load > BUSY_HOST_LOAD_PER_CORE * cores else None
-
-
 # --- printing ------------------------------------------------------------------------
 
 def size_label(size):
@@ -643,11 +632,9 @@ def print_warnings(lat, bw, env):
     if stalls:
         print("WARNING: %d waits of ours ran out a 1 s poll() slice and then progressed (missed"
               " wakeups); see the raw logs" % stalls)
-    busy = busy_host(env)
+    busy = busy_host_warning(env)
     if busy:
-        print("WARNING: the host was busy when the run started (load %.2f on %d cores): its"
-              " guest vCPUs get descheduled, so figures and ratios are noisy; rerun on a quiet"
-              " machine" % busy)
+        print(busy)
     if env.get("failed"):
         print("WARNING: these measurements failed: %s" % env["failed"])
 
