@@ -1,11 +1,12 @@
 """Whether scripts/bench found the host busy, for both benchmark reports.
 
 A busy host deschedules the guest's vCPUs (threads on the host), which makes
-every figure of that run noisy, ratios included. scripts/bench records the
-host's load as host_load_before=LOAD/CORES in the run's env.txt.
+every figure of that run noisy, ratios included. scripts/bench records how
+many of the host's cores were busy in the seconds before the run as
+host_load_before=BUSY/CORES in the run's env.txt.
 """
 
-BUSY_HOST_LOAD_PER_CORE = 0.5   # a load above this per core counts as busy
+BUSY_HOST_LOAD_PER_CORE = 0.5   # more than this share of the cores busy counts as a busy host
 
 
 def busy_host(env):
@@ -22,6 +23,6 @@ def busy_host_warning(env):
     busy = busy_host(env)
     if not busy:
         return None
-    return ("WARNING: the host was busy when the run started (load %.2f on %d cores): its"
+    return ("WARNING: the host was busy when the run started (%.2f of its %d cores busy): its"
             " guest vCPUs get descheduled, so figures and ratios are noisy; rerun on a quiet"
             " machine" % busy)
