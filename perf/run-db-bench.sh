@@ -97,6 +97,11 @@ softirqd_switches() {
   # shellcheck disable=SC2046  # one path per thread
   awk '/ctxt_switches:/ { s += $2 } END { print s + 0 }' $(pgrep '^ksoftirqd/' | sed 's|.*|/proc/&/status|')
 }
+# ... and the CPU ticks those threads spent (user + system).
+softirqd_ticks() {
+  # shellcheck disable=SC2046  # one path per thread
+  awk '{ sub(/^.*\) /, ""); s += $12 + $13 } END { print s + 0 }' $(pgrep '^ksoftirqd/' | sed 's|.*|/proc/&/stat|')
+}
 
 # Waits until only the server's own processes are left (the client's
 # backends exited and were reaped, so their CPU is in reaped_ticks).
@@ -114,29 +119,33 @@ wait_backends_gone() {
 # rdma, plain for tcp. Its stdout goes to OUT, its stderr to OUT.err. Sets
 # WALL_S, CLIENT_CPU_S (user + system of the client's process tree),
 # SERVER_CPU_S (the backends it used), GUEST_CPU_S (everything, kernel
-# included), GUEST_SWITCHES and SOFTIRQD_SWITCHES (context switches).
+# included), GUEST_SWITCHES and SOFTIRQD_SWITCHES (context switches),
+# SOFTIRQD_CPU_S (what the softirq threads ran).
 client() {
   local transport=$1 out=$2; shift 2
-  local pre=() t0 t1 s0 s1 g0 g1 c0 c1 k0 k1 cpu hz
+  local pre=() t0 t1 s0 s1 g0 g1 c0 c1 k0 k1 q0 q1 cpu hz
   # require: a session that cannot use RDMA fails instead of falling back.
   [ "$transport" = rdma ] && pre=(env LD_PRELOAD="$SO" WITH_RSOCKET=require)
   wait_backends_gone
   # Dirty buffers of the last step are written now, not inside this one.
   pg_cluster_psql -c checkpoint >/dev/null
   wait_backends_gone
-  s0=$(reaped_ticks) g0=$(guest_ticks) c0=$(guest_switches) k0=$(softirqd_switches) t0=$(date +%s%N)
+  s0=$(reaped_ticks) g0=$(guest_ticks) c0=$(guest_switches) k0=$(softirqd_switches) q0=$(softirqd_ticks)
+  t0=$(date +%s%N)
   # times: the subshell's children's user and system time, once they exit.
   cpu=$( (pg_cluster_client timeout "$STEP_TIMEOUT_S" "${pre[@]}" "$@" >"$out" 2>"$out.err"
           echo $? >"$out.rc"
           times) | awk 'NR == 2 { print }')
   t1=$(date +%s%N)
   wait_backends_gone
-  s1=$(reaped_ticks) g1=$(guest_ticks) c1=$(guest_switches) k1=$(softirqd_switches) hz=$(getconf CLK_TCK)
+  s1=$(reaped_ticks) g1=$(guest_ticks) c1=$(guest_switches) k1=$(softirqd_switches) q1=$(softirqd_ticks)
+  hz=$(getconf CLK_TCK)
   GUEST_SWITCHES=$((c1 - c0)) SOFTIRQD_SWITCHES=$((k1 - k0))
   WALL_S=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
   CLIENT_CPU_S=$(echo "$cpu" | awk '{ n = 0; for (i = 1; i <= 2; i++) { split($i, p, /[ms]/); n += p[1] * 60 + p[2] } printf "%.3f", n }')
   SERVER_CPU_S=$(awk -v a="$s0" -v b="$s1" -v hz="$hz" 'BEGIN { printf "%.3f", (b - a) / hz }')
   GUEST_CPU_S=$(awk -v a="$g0" -v b="$g1" -v hz="$hz" 'BEGIN { printf "%.3f", (b - a) / hz }')
+  SOFTIRQD_CPU_S=$(awk -v a="$q0" -v b="$q1" -v hz="$hz" 'BEGIN { printf "%.3f", (b - a) / hz }')
   [ "$(cat "$out.rc")" = 0 ] || return 1
   # A library the loader could not preload leaves plain libpq, which
   # ignores WITH_RSOCKET: that run would be TCP under the rdma name.
@@ -178,6 +187,7 @@ pgbench_run() {  # NAME TRANSPORT ROUND PGBENCH_ARGS...
   record "$key.guest_cpu_us_per_tx" "$(ratio "$GUEST_CPU_S" "$tx" 1e6 1)"
   record "$key.guest_switches_per_tx" "$(ratio "$GUEST_SWITCHES" "$tx" 1 3)"
   record "$key.softirqd_switches_per_tx" "$(ratio "$SOFTIRQD_SWITCHES" "$tx" 1 3)"
+  record "$key.softirqd_cpu_us_per_tx" "$(ratio "$SOFTIRQD_CPU_S" "$tx" 1e6 1)"
 }
 
 # bulk NAME TRANSPORT ROUND BYTES CMD...: a timed bulk transfer of BYTES
