@@ -1,4 +1,5 @@
-"""Whether scripts/bench found the host busy, for both benchmark reports.
+"""Whether scripts/bench found the host busy, and whether the guest read
+its clock the slow way, for both benchmark reports.
 
 A busy host deschedules the guest's vCPUs (threads on the host), which makes
 every figure of that run noisy, ratios included. scripts/bench records how
@@ -26,3 +27,14 @@ def busy_host_warning(env):
     return ("WARNING: the host was busy when the run started (%.2f of its %d cores busy): its"
             " guest vCPUs get descheduled, so figures and ratios are noisy; rerun on a quiet"
             " machine" % busy)
+
+
+def slow_clock_warning(env):
+    """The warning line to print when the guest's clock was not the TSC, or None."""
+    source = env.get("clocksource", "")
+    if not source or source == "tsc":
+        return None
+    return ("WARNING: the guest's clocksource was %s, not tsc: every clock reading was a"
+            " system call, which costs ours (it times its spin) more than perftest; figures"
+            " are not comparable with runs on the TSC (regress/README.md, \"The guest's clock\")"
+            % source)

@@ -21,7 +21,7 @@ import os
 import sys
 
 import ratio_chart
-from host_load import busy_host_warning
+from host_load import busy_host_warning, slow_clock_warning
 
 MIB = 1024 * 1024
 PINNED_BUDGET_BYTES = 512 * 1024
@@ -632,9 +632,9 @@ def print_warnings(lat, bw, env):
     if stalls:
         print("WARNING: %d waits of ours ran out a 1 s poll() slice and then progressed (missed"
               " wakeups); see the raw logs" % stalls)
-    busy = busy_host_warning(env)
-    if busy:
-        print(busy)
+    for warning in (busy_host_warning(env), slow_clock_warning(env)):
+        if warning:
+            print(warning)
     if env.get("failed"):
         print("WARNING: these measurements failed: %s" % env["failed"])
 

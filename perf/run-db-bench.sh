@@ -95,12 +95,12 @@ guest_ticks() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/st
 guest_switches() { awk '$1 == "ctxt" { print $2 }' /proc/stat; }
 softirqd_switches() {
   # shellcheck disable=SC2046  # one path per thread
-  awk '/ctxt_switches:/ { s += $2 } END { print s + 0 }' $(pgrep '^ksoftirqd/' | sed 's|.*|/proc/&/status|')
+  awk '/ctxt_switches:/ { s += $2 } END { print s + 0 }' $(pgrep '^ksoftirqd/' | sed 's|.*|/proc/&/status|') /dev/null
 }
 # ... and the CPU ticks those threads spent (user + system).
 softirqd_ticks() {
   # shellcheck disable=SC2046  # one path per thread
-  awk '{ sub(/^.*\) /, ""); s += $12 + $13 } END { print s + 0 }' $(pgrep '^ksoftirqd/' | sed 's|.*|/proc/&/stat|')
+  awk '{ sub(/^.*\) /, ""); s += $12 + $13 } END { print s + 0 }' $(pgrep '^ksoftirqd/' | sed 's|.*|/proc/&/stat|') /dev/null
 }
 
 # Waits until only the server's own processes are left (the client's
@@ -277,6 +277,7 @@ write_env() {
     echo "device=$RXE_DEV"
     echo "address=$RXE_IP"
     echo "kernel=$(uname -r)"
+    echo "clocksource=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)"
     echo "cpus=$(nproc)"
     echo "started=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "postgres=$("$PG_CLUSTER_BIN/postgres" --version)"

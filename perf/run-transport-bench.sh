@@ -254,6 +254,7 @@ write_env() {
     echo "device=$RXE_DEV"
     echo "address=$RXE_IP"
     echo "kernel=$(uname -r)"
+    echo "clocksource=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)"
     echo "cpus=$(nproc)"
     echo "started=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "guest=${PG_RDMA_GUEST:-unknown}"
