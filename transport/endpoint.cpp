@@ -64,15 +64,15 @@ bool Endpoint::create_queues(Error& err) {
     attr.cap.max_recv_wr = settings_.credits;
     attr.cap.max_send_sge = 1;
     attr.cap.max_recv_sge = 1;
-    attr.cap.max_inline_data = settings_.max_inline;
-    if (rdma_create_qp(id_.get(), pd_.get(), &attr) != 0) {
-        // A device without inline sends (or with less room for them)
-        // refuses the QP; without them it is only slower.
-        if (settings_.max_inline == 0 || (errno != EINVAL && errno != ENOMEM))
-            return fail_errno(err, errno, "rdma_create_qp");
-        attr.cap.max_inline_data = 0;
-        if (rdma_create_qp(id_.get(), pd_.get(), &attr) != 0)
-            return fail_errno(err, errno, "rdma_create_qp (without inline data)");
+    // A device with less room for inline data than asked (or none)
+    // refuses the QP; with less of it a write is only slower.
+    for (std::uint32_t ask = settings_.max_inline;; ask = next_inline_ask(ask)) {
+        const ibv_qp_cap wanted = attr.cap;
+        attr.cap.max_inline_data = ask;
+        if (rdma_create_qp(id_.get(), pd_.get(), &attr) == 0) break;
+        if (ask == 0 || (errno != EINVAL && errno != ENOMEM))
+            return fail_errno(err, errno, fmt::format("rdma_create_qp ({} B of inline data)", ask));
+        attr.cap = wanted;  // a refusal may have written its own figures back
     }
     qp_ = CmQp(id_.get());
     // The QP reports what the device granted, possibly more than asked.

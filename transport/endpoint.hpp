@@ -73,6 +73,9 @@ public:
     [[nodiscard]] protocol::XferMemory rx_ring_announcement() const override;
     [[nodiscard]] const Settings& settings() const override { return settings_; }
     [[nodiscard]] std::string device_name() const override;
+    // Bytes a write may carry inline, as the device granted (at most
+    // settings().max_inline).
+    [[nodiscard]] std::uint32_t inline_limit() const { return inline_limit_; }
 
 private:
     explicit Endpoint(const Settings& settings) : settings_(settings) {}

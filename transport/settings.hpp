@@ -32,9 +32,10 @@ struct Settings {
     // (IBV_SEND_INLINE): the device takes the payload with the doorbell
     // instead of reading it from registered memory afterwards, which saves
     // a DMA read (a real NIC) or a memory-region lookup (rxe) on the
-    // latency path of every small query and reply. The device may grant
-    // less (then that much), or none (then no write is inline). 0 disables.
-    std::uint32_t max_inline = 256;             // bytes
+    // latency path of every small query and reply. A device that refuses
+    // this much is asked for half as much, and so on (next_inline_ask);
+    // one that takes no inline data at all still works. 0 disables.
+    std::uint32_t max_inline = 512;             // bytes
     Millis keepalive_interval{2'000};           // probe the peer after this much tx silence
     Millis keepalive_timeout{20'000};           // peer is dead after this much without evidence
     // Passive side's policy for what a peer may ask for during negotiation:
@@ -73,6 +74,16 @@ inline constexpr std::uint16_t kMaxSendQueueDepth = 4096;  // WRs
 // Larger inline writes cost each send WR that much more queue memory and
 // gain nothing: above a few hundred bytes the DMA read is not the cost.
 inline constexpr std::uint32_t kMaxInline = 1024;  // bytes
+// Below this, an inline write saves too little to be worth asking for.
+inline constexpr std::uint32_t kMinInlineAsk = 32;  // bytes
+
+// What to ask for after a device refused a queue pair with `refused` bytes
+// of inline data: half as much, down to kMinInlineAsk, then none. Devices
+// take anything up to their own limit (rxe 512 B, siw and others less),
+// so the first size they accept is at least half of that limit.
+constexpr std::uint32_t next_inline_ask(std::uint32_t refused) {
+    return refused / 2 >= kMinInlineAsk ? refused / 2 : 0;
+}
 inline constexpr std::chrono::microseconds kMaxBusyPoll{100'000};  // a longer spin is a bug, not a tune
 
 // Why `s` cannot be used, or empty when it can. Checked where a connection

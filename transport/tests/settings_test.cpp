@@ -71,3 +71,18 @@ TEST_CASE("timeouts and spin budgets that make no sense are refused", "[settings
     CHECK_THAT(problem_with([](Settings& s) { s.busy_poll = 600us; }), Catch::Contains("busy_poll"));
     CHECK(problem_with([](Settings& s) { s.busy_poll = 0us; }).empty());
 }
+
+TEST_CASE("a refused inline size steps down by halves to none", "[settings]") {
+    CHECK(next_inline_ask(1024) == 512);
+    CHECK(next_inline_ask(512) == 256);
+    CHECK(next_inline_ask(100) == 50);
+    CHECK(next_inline_ask(2 * kMinInlineAsk) == kMinInlineAsk);
+    CHECK(next_inline_ask(2 * kMinInlineAsk - 1) == 0);
+    CHECK(next_inline_ask(kMinInlineAsk) == 0);
+    CHECK(next_inline_ask(0) == 0);
+    // The ladder from any size ends at none within a few asks.
+    int asks = 0;
+    for (std::uint32_t ask = kMaxInline; ask != 0; ask = next_inline_ask(ask)) ++asks;
+    CHECK(asks == 6);  // 1024, 512, 256, 128, 64, 32
+}
+
