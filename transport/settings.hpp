@@ -84,6 +84,7 @@ inline constexpr std::uint32_t kMinInlineAsk = 32;  // bytes
 constexpr std::uint32_t next_inline_ask(std::uint32_t refused) {
     return refused / 2 >= kMinInlineAsk ? refused / 2 : 0;
 }
+
 inline constexpr std::chrono::microseconds kMaxBusyPoll{100'000};  // a longer spin is a bug, not a tune
 
 // Why `s` cannot be used, or empty when it can. Checked where a connection
