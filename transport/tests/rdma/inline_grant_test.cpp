@@ -3,10 +3,8 @@
 // largest size on the halving ladder it accepts), not lose them.
 #include <catch2/catch.hpp>
 
-#include <rdma/rdma_cma.h>
 
 #include "peer_process.hpp"
-#include "transport/cm_events.hpp"
 #include "transport/endpoint.hpp"
 
 using namespace pg_rdma::test;
@@ -14,24 +12,17 @@ namespace transport = pg_rdma::transport;
 
 namespace {
 
+constexpr std::uint16_t kUnusedPort = 18999;  // resolving a route needs a port, not a listener
+
 // An Endpoint on a route to the guest's own address: no peer is needed to
 // create the queue pair.
 std::unique_ptr<transport::Endpoint> endpoint_with(std::uint32_t max_inline, std::string& why) {
-    const auto deadline = transport::SetupClock::now() + 10s;
-    transport::Error err;
-    auto channel = transport::make_cm_channel(err);
-    rdma_cm_id* raw = nullptr;
-    if (!channel || rdma_create_id(channel.get(), &raw, nullptr, RDMA_PS_TCP) != 0) return why = "rdma_create_id", nullptr;
-    transport::CmIdPtr id(raw);
-    sockaddr_in dst = rdma_address(18999);
-    if (rdma_resolve_addr(id.get(), nullptr, reinterpret_cast<sockaddr*>(&dst), 5000) != 0 ||
-        !transport::expect_cm_event(channel.get(), RDMA_CM_EVENT_ADDR_RESOLVED, deadline, "addr", err) ||
-        rdma_resolve_route(id.get(), 5000) != 0 ||
-        !transport::expect_cm_event(channel.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, "route", err))
-        return why = err.message, nullptr;
+    ResolvedId route;
+    if (!resolve_route_to(kUnusedPort, route, why)) return nullptr;
     Settings s;
     s.max_inline = max_inline;
-    auto ep = transport::Endpoint::create(std::move(channel), std::move(id), s, err);
+    transport::Error err;
+    auto ep = transport::Endpoint::create(std::move(route.channel), std::move(route.id), s, err);
     if (!ep) why = err.message;
     return ep;
 }

@@ -42,17 +42,9 @@ public:
     bool connect(std::uint16_t port, std::string& why) {
         const auto deadline = transport::SetupClock::now() + 10s;
         transport::Error err;
-        auto channel = transport::make_cm_channel(err);
-        rdma_cm_id* raw = nullptr;
-        if (!channel || rdma_create_id(channel.get(), &raw, nullptr, RDMA_PS_TCP) != 0) return why = "id", false;
-        transport::CmIdPtr id(raw);
-        sockaddr_in dst = rdma_address(port);
-        if (rdma_resolve_addr(id.get(), nullptr, reinterpret_cast<sockaddr*>(&dst), 5000) != 0 ||
-            !transport::expect_cm_event(channel.get(), RDMA_CM_EVENT_ADDR_RESOLVED, deadline, "addr", err) ||
-            rdma_resolve_route(id.get(), 5000) != 0 ||
-            !transport::expect_cm_event(channel.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, "route", err))
-            return why = err.message, false;
-        ep_ = transport::Endpoint::create(std::move(channel), std::move(id), Settings{}, err);
+        ResolvedId route;
+        if (!resolve_route_to(port, route, why)) return false;
+        ep_ = transport::Endpoint::create(std::move(route.channel), std::move(route.id), Settings{}, err);
         if (!ep_) return why = err.message, false;
         const auto pd = protocol::encode_connect_private_data(test_nonce());
         rdma_conn_param param{};

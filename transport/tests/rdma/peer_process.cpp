@@ -12,6 +12,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "transport/cm_events.hpp"
+
 namespace pg_rdma::test {
 
 sockaddr_in rdma_address(std::uint16_t port) {
@@ -28,6 +30,24 @@ protocol::Nonce test_nonce() {
     protocol::Nonce n{};
     for (std::size_t i = 0; i < n.size(); ++i) n[i] = static_cast<std::uint8_t>(i * 7 + 1);
     return n;
+}
+
+bool resolve_route_to(std::uint16_t port, ResolvedId& out, std::string& why) {
+    constexpr int kResolveMs = 5000;
+    const auto deadline = transport::SetupClock::now() + 10s;
+    transport::Error err;
+    out.channel = transport::make_cm_channel(err);
+    rdma_cm_id* raw = nullptr;
+    if (!out.channel || rdma_create_id(out.channel.get(), &raw, nullptr, RDMA_PS_TCP) != 0)
+        return why = "rdma_create_id", false;
+    out.id.reset(raw);
+    sockaddr_in dst = rdma_address(port);
+    if (rdma_resolve_addr(out.id.get(), nullptr, reinterpret_cast<sockaddr*>(&dst), kResolveMs) != 0 ||
+        !transport::expect_cm_event(out.channel.get(), RDMA_CM_EVENT_ADDR_RESOLVED, deadline, "addr", err) ||
+        rdma_resolve_route(out.id.get(), kResolveMs) != 0 ||
+        !transport::expect_cm_event(out.channel.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, "route", err))
+        return why = err.message, false;
+    return true;
 }
 
 PeerProcess::PeerProcess(std::function<int()> body) {

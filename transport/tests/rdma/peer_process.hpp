@@ -18,6 +18,7 @@
 
 #include "transport/connection.hpp"
 #include "transport/rdma_setup.hpp"
+#include "transport/verbs_raii.hpp"
 
 namespace pg_rdma::test {
 
@@ -30,6 +31,15 @@ sockaddr_in rdma_address(std::uint16_t port = 0);
 
 // A nonce both sides of a test agree on.
 protocol::Nonce test_nonce();
+
+// An id on its own event channel, its address and route to the guest's
+// RDMA address at `port` resolved: what Endpoint::create takes on the
+// active side. No peer needs to listen. On failure, false and `why`.
+struct ResolvedId {
+    transport::CmChannelPtr channel;
+    transport::CmIdPtr id;
+};
+bool resolve_route_to(std::uint16_t port, ResolvedId& out, std::string& why);
 
 class PeerProcess {
 public:
