@@ -9,7 +9,8 @@ facts about the run), settings.log, copy.memcpy.log and copy.vector.log
 (copy_speed as is and kept off `rep movsb`), cost.log (perf/stream-cost.sh,
 run on the host by scripts/bench before the guest), and per round a
 directory rN holding one TOOL-SIZE.client.log / .server.log pair per
-measurement. For every tool and
+measurement, and pairs-TOOL-N.client.log for the pairs run at once. For
+every tool and
 size the best round is kept (lowest latency, highest bandwidth): a host that
 stalls the guest only ever makes figures worse, and every tool gets the same
 treatment. A measurement that failed or did not run shows as "-" and null:
@@ -596,6 +597,61 @@ def draw_chart(lat, bw, png):
         "ratio")
 
 
+# --- request/response, several pairs at once --------------------------------------
+
+PAIRS = 8          # run-transport-bench.sh's PAIRS
+PAIRS_SIZE = 64    # and PAIRS_SIZE
+# tool key -> (log name prefix, parser); all report an average one-way time
+PAIRS_TOOLS = {
+    "tcp": ("pairs-tcp", parse_ours_latency),
+    "ours": ("pairs-ours", parse_ours_latency),
+    "ib_send_lat_events": ("pairs-ib_send_lat_e", parse_perftest_lat),
+}
+
+
+def pairs_round_trips(round_dir, prefix, parse):
+    """Round trips per second of all pairs together: the sum of each
+    pair's 1 / (its average round trip, twice the one-way average it
+    prints). From each tool's own timing, so a tool's setup (perftest's is
+    slower) is not counted; None unless every pair reported."""
+    total = 0.0
+    for i in range(1, PAIRS + 1):
+        result = parse(read_lines(os.path.join(round_dir, "%s-%d.client.log" % (prefix, i))), PAIRS_SIZE)
+        if result is None or not result.get("avg_us"):
+            return None
+        total += 1e6 / (2 * result["avg_us"])
+    return round(total, 1)
+
+
+def pairs_row(rounds):
+    """Each tool's best round (most round trips per second) and all of them."""
+    row = {"pairs": PAIRS, "size": PAIRS_SIZE}
+    for tool, (prefix, parse) in PAIRS_TOOLS.items():
+        per_round = [pairs_round_trips(d, prefix, parse) for d in rounds]
+        measured = [(v, i) for i, v in enumerate(per_round) if v is not None]
+        row[tool] = None
+        if measured:
+            best, index = max(measured)
+            row[tool] = {"round_trips_per_s": best, "round": index + 1, "all_rounds": per_round}
+    rate = {tool: field(row[tool], "round_trips_per_s") for tool in PAIRS_TOOLS}
+    row["ratios"] = {"ours_over_tcp": ratio(rate["ours"], rate["tcp"]),
+                     "ib_send_lat_events_over_tcp": ratio(rate["ib_send_lat_events"], rate["tcp"]),
+                     "ours_over_ib_send_lat_events": ratio(rate["ours"], rate["ib_send_lat_events"])}
+    return row
+
+
+def print_pairs(row):
+    print_table(
+        "Request/response, %d pairs at once, %s: round trips per second of all pairs (no target;"
+        " ib_send_lat -e is raw verbs sleeping on completion events, as ours does when it sleeps)"
+        % (row["pairs"], size_label(row["size"])),
+        ["ours", "tcp", "send -e", "ours/tcp", "send -e/tcp", "ours/send -e"],
+        [[num(field(row["ours"], "round_trips_per_s")), num(field(row["tcp"], "round_trips_per_s")),
+          num(field(row["ib_send_lat_events"], "round_trips_per_s")),
+          num(row["ratios"]["ours_over_tcp"]), num(row["ratios"]["ib_send_lat_events_over_tcp"]),
+          num(row["ratios"]["ours_over_ib_send_lat_events"])]])
+
+
 def print_pinned(pinned):
     if pinned is None:
         print("Pinned memory per connection: - (transport_bench settings failed)")
@@ -649,14 +705,17 @@ def main(argv):
     lat = [latency_row(rounds, s) for s in [PERFTEST_FLOOR_SIZE] + LAT_SIZES]
     bw = [bandwidth_row(rounds, s) for s in BW_SIZES]
     pinned = pinned_memory(raw)
+    pairs = pairs_row(rounds)
     report = {"benchmark": "transport", "environment": env,
               "units": {"latency": "microseconds, one-way (round trip / 2)",
+                        "request_response_pairs": "round trips per second, all pairs together",
                         "bandwidth": "MiB/s (2^20 bytes per second), one direction",
                         "pinned_memory": "bytes"},
               "selection": "per tool and size, the best of %d rounds" % len(rounds),
               "note": "Soft-RoCE in a TCG guest: absolute figures say nothing about real "
                       "NICs; compare the ratios.",
               "latency": lat, "bandwidth": bw, "pinned_memory": pinned,
+              "request_response_pairs": pairs,
               "copy_MiBps": copy_speeds(raw),
               "instructions_per_message": instruction_costs(raw),
               "bandwidth_repeat_spread": repeat_spread(bw, env.get("rep_movsb_threshold")),
@@ -672,6 +731,7 @@ def main(argv):
     print_latency_mechanism(lat)
     print_bandwidth(bw)
     print_bandwidth_mechanism(bw)
+    print_pairs(pairs)
     print_vcopy(lat, bw, report["copy_MiBps"], env.get("rep_movsb_threshold"))
     print_cpu(lat, bw)
     print_costs(report["instructions_per_message"])

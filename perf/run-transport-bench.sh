@@ -12,6 +12,9 @@
 #            completion events (-e): raw verbs with ours' mechanism, a
 #            receive completion per message
 #   rstream  librdmacm's rsocket benchmark
+#   pairs    8 request/response pairs at once, 64 B: ours, tcp and
+#            ib_send_lat -e (raw verbs sleeping on completion events), for
+#            what a device's wakeups cost when processes share the CPUs
 #   vcopy    ours again from 4 KiB up with glibc's memcpy kept off
 #            `rep movsb`, which the TCG guest emulates several times slower
 #            than vector moves (BUILD_DIR/perf/copy_speed measures both;
@@ -56,7 +59,7 @@ readonly VCOPY_MIN_SIZE=4096
 # makes keeps memcpy on vector moves.
 readonly VCOPY_ENV=GLIBC_TUNABLES=glibc.cpu.x86_rep_movsb_threshold=1073741824
 
-# --- budgets: two rounds stay within about 5-7 minutes on TCG -----------------
+# --- budgets: two rounds stay within about 5-8 minutes on TCG -----------------
 readonly OURS_LAT_SECONDS=1        # per size, after warm-up
 readonly OURS_LAT_MAX_ITERS=2000   # round trips per size, at most
 readonly OURS_BW_SECONDS=2         # per size, after warm-up
@@ -66,12 +69,19 @@ readonly IB_BW_BYTES=$((64 << 20))       # per size (~2 s at TCG's ~38 MiB/s)
 readonly RSTREAM_BW_BYTES=$((16 << 20))  # per direction, per size
 # Another round starts only if the last one took less than this: a busy host
 # slows a round from ~2 to ~4 minutes, and the whole run must stay short.
-readonly ROUND_BUDGET_S=180
+readonly ROUND_BUDGET_S=240
 readonly PAIR_TIMEOUT_S=120        # any one server or client process
 readonly LISTEN_WAIT_S=30          # for a server to start listening
 
 # Fixed ports, one per tool (servers run one at a time).
 readonly OURS_PORT=18600 TCP_PORT=18601 PERFTEST_PORT=18515 RSTREAM_PORT=7471
+
+# Pairs at once: as many clients as pgbench's 8, each with its server, on
+# the guest's CPUs. Each pair's port is its tool's base + its number.
+readonly PAIRS=8
+readonly PAIRS_SIZE=64
+readonly PAIRS_ROUND_TRIPS=1000   # per pair: ~3-5 s for all 8 on TCG
+readonly PAIRS_OURS_PORT=18700 PAIRS_TCP_PORT=18720 PAIRS_PERFTEST_PORT=18740
 
 FAILED=()
 OUT=''  # directory of the current round's logs
@@ -90,6 +100,7 @@ lat_iters() {
 ready_bench() { grep -qs '^listening ' "$1"; }
 ready_perftest() { ss -Hltn "sport = :$PERFTEST_PORT" 2>/dev/null | grep -q .; }
 ready_rstream() { rdma resource show cm_id 2>/dev/null | grep -q "state LISTEN .*:$RSTREAM_PORT "; }
+ready_tcp_port() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
 
 wait_ready() {
   local check=$1 log=$2 deadline=$((SECONDS + LISTEN_WAIT_S))
@@ -210,6 +221,55 @@ rstream_pair() {
   run_pair "$name-$size" ready_rstream rstream "${args[@]}" -- rstream -s "$RXE_IP" "${args[@]}"
 }
 
+# pairs TOOL: PAIRS server/client pairs of TOOL (ours, tcp, ib_send_lat_e)
+# at once, each PAIRS_ROUND_TRIPS round trips of PAIRS_SIZE bytes; logs in
+# OUT/pairs-TOOL-N.{server,client}.log. All servers listen before any
+# client starts. report.py adds up the pairs' round trips per second.
+pairs() {
+  local tool=$1 i port server client spids=() cpids=() failed=0
+  say "round ${OUT##*/r}: $PAIRS pairs at once, $tool"
+  for ((i = 1; i <= PAIRS; i++)); do
+    case $tool in
+      ours) port=$((PAIRS_OURS_PORT + i))
+            server=("$BENCH" server --addr "$RXE_IP" --port "$port") ;;
+      tcp) port=$((PAIRS_TCP_PORT + i))
+           server=("$BENCH" server --addr "$RXE_IP" --port "$port" --tcp) ;;
+      ib_send_lat_e) port=$((PAIRS_PERFTEST_PORT + i))
+           server=(ib_send_lat -d "$RXE_DEV" -p "$port" -F -s "$PAIRS_SIZE" -n "$PAIRS_ROUND_TRIPS" -e) ;;
+    esac
+    timeout "$PAIR_TIMEOUT_S" "${server[@]}" >"$OUT/pairs-$tool-$i.server.log" 2>&1 &
+    spids+=($!)
+  done
+  for ((i = 1; i <= PAIRS; i++)); do
+    case $tool in
+      ours) wait_ready ready_bench "$OUT/pairs-$tool-$i.server.log" ;;
+      tcp) wait_ready ready_bench "$OUT/pairs-$tool-$i.server.log" ;;
+      ib_send_lat_e) wait_ready ready_tcp_port $((PAIRS_PERFTEST_PORT + i)) ;;
+    esac || { say "pairs $tool: server $i did not listen within ${LISTEN_WAIT_S} s"; failed=1; }
+  done
+  if [ $failed = 0 ]; then
+    for ((i = 1; i <= PAIRS; i++)); do
+      case $tool in
+        ours) client=("$BENCH" client --addr "$RXE_IP" --port $((PAIRS_OURS_PORT + i))) ;;
+        tcp) client=("$BENCH" client --addr "$RXE_IP" --port $((PAIRS_TCP_PORT + i)) --tcp) ;;
+        ib_send_lat_e) client=(ib_send_lat -d "$RXE_DEV" -p $((PAIRS_PERFTEST_PORT + i)) -F -s "$PAIRS_SIZE"
+                               -n "$PAIRS_ROUND_TRIPS" -e "$RXE_IP") ;;
+      esac
+      # transport_bench's latency mode: at most --iters round trips, within
+      # --seconds (generous: the pairs share the CPUs).
+      [ "$tool" = ib_send_lat_e ] ||
+        client+=(--mode latency --sizes "$PAIRS_SIZE" --iters "$PAIRS_ROUND_TRIPS" --seconds "$PAIR_TIMEOUT_S")
+      timeout "$PAIR_TIMEOUT_S" "${client[@]}" >"$OUT/pairs-$tool-$i.client.log" 2>&1 &
+      cpids+=($!)
+    done
+    for i in "${!cpids[@]}"; do wait "${cpids[i]}" || failed=1; done
+  fi
+  # A server whose client failed would wait for another one.
+  [ $failed = 0 ] || for i in "${spids[@]}"; do kill -TERM "$i" 2>/dev/null; done
+  wait "${spids[@]}" 2>/dev/null
+  [ $failed = 0 ] || { say "pairs $tool: a pair failed (see $OUT/pairs-$tool-*.log)"; FAILED+=("${OUT##*/}/pairs-$tool"); }
+}
+
 # --- a round: every tool at one size before the next size ------------------------
 # so that each ratio compares figures taken close together in time: a host
 # that gets busy halfway through then skews a size, not one tool.
@@ -247,6 +307,10 @@ run_round() {
   perftest ib_write_lat ib_write_lat "$PERFTEST_FLOOR_SIZE" -n "$(lat_iters "$PERFTEST_FLOOR_SIZE")"
   for size in $LAT_SIZES; do latency_size "$size"; done
   for size in $BW_SIZES; do bandwidth_size "$size"; done
+  # Odd rounds TCP first, even rounds last: neither side always goes first.
+  local tool tools="tcp ours ib_send_lat_e"
+  [ $(($1 % 2)) = 0 ] && tools="ib_send_lat_e ours tcp"
+  for tool in $tools; do pairs "$tool"; done
 }
 
 write_env() {
