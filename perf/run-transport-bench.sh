@@ -242,8 +242,7 @@ pairs() {
   done
   for ((i = 1; i <= PAIRS; i++)); do
     case $tool in
-      ours) wait_ready ready_bench "$OUT/pairs-$tool-$i.server.log" ;;
-      tcp) wait_ready ready_bench "$OUT/pairs-$tool-$i.server.log" ;;
+      ours | tcp) wait_ready ready_bench "$OUT/pairs-$tool-$i.server.log" ;;
       ib_send_lat_e) wait_ready ready_tcp_port $((PAIRS_PERFTEST_PORT + i)) ;;
     esac || { say "pairs $tool: server $i did not listen within ${LISTEN_WAIT_S} s"; failed=1; }
   done
