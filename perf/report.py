@@ -9,7 +9,8 @@ facts about the run), settings.log, copy.memcpy.log and copy.vector.log
 (copy_speed as is and kept off `rep movsb`), cost.log (perf/stream-cost.sh,
 run on the host by scripts/bench before the guest), and per round a
 directory rN holding one TOOL-SIZE.client.log / .server.log pair per
-measurement, and pairs-TOOL-N.client.log for the pairs run at once. For
+measurement, and pairs-TOOL-N.client.log and .wall for the pairs run at
+once. For
 every tool and
 size the best round is kept (lowest latency, highest bandwidth): a host that
 stalls the guest only ever makes figures worse, and every tool gets the same
@@ -599,8 +600,9 @@ def draw_chart(lat, bw, png):
 
 # --- request/response, several pairs at once --------------------------------------
 
-PAIRS = 8          # run-transport-bench.sh's PAIRS
-PAIRS_SIZE = 64    # and PAIRS_SIZE
+# run-transport-bench.sh's PAIRS, PAIRS_SIZE (env.txt says; these if not)
+PAIRS = 8
+PAIRS_SIZE = 64
 # tool key -> (log name prefix, parser); all report an average one-way time
 PAIRS_TOOLS = {
     "tcp": ("pairs-tcp", parse_ours_latency),
@@ -609,47 +611,85 @@ PAIRS_TOOLS = {
 }
 
 
-def pairs_round_trips(round_dir, prefix, parse):
-    """Round trips per second of all pairs together: the sum of each
-    pair's 1 / (its average round trip, twice the one-way average it
-    prints). From each tool's own timing, so a tool's setup (perftest's is
-    slower) is not counted; None unless every pair reported."""
-    total = 0.0
-    for i in range(1, PAIRS + 1):
-        result = parse(read_lines(os.path.join(round_dir, "%s-%d.client.log" % (prefix, i))), PAIRS_SIZE)
+def pairs_round(round_dir, prefix, parse, pairs, size):
+    """One tool's batch of pairs in one round, None unless every pair
+    reported:
+      round_trips_per_s: the sum of each pair's 1 / (its average round
+        trip, twice the one-way average it prints), from each tool's own
+        clock. Setup is left out, but pairs whose timed parts do not
+        overlap fully (a slow setup, an early finish) run with less
+        contention for a while, which flatters a tool with a slow setup;
+      wall_round_trips_per_s: all pairs' timed round trips over the time
+        from the first client's start to the last one's end, setup
+        included, which penalizes the same tool instead;
+      slept_share: ours' and tcp's clients' share of waits that slept
+        (transport_bench's stats line), averaged over the pairs."""
+    total, trips, starts, ends, slept = 0.0, 0, [], [], []
+    for i in range(1, pairs + 1):
+        result = parse(read_lines(os.path.join(round_dir, "%s-%d.client.log" % (prefix, i))), size)
         if result is None or not result.get("avg_us"):
             return None
         total += 1e6 / (2 * result["avg_us"])
-    return round(total, 1)
+        trips += result["iters"]
+        if result.get("client_slept_share") is not None:
+            slept.append(result["client_slept_share"])
+        wall = read_lines(os.path.join(round_dir, "%s-%d.wall" % (prefix, i)))
+        if len(wall) >= 2 and wall[0].strip().isdigit() and wall[1].strip().isdigit():
+            starts.append(int(wall[0]))
+            ends.append(int(wall[1]))
+    seconds = (max(ends) - min(starts)) / 1e9 if len(starts) == pairs else None
+    return {"round_trips_per_s": round(total, 1),
+            "wall_round_trips_per_s": round(trips / seconds, 1) if seconds else None,
+            "slept_share": round(sum(slept) / len(slept), 3) if slept else None}
 
 
-def pairs_row(rounds):
-    """Each tool's best round (most round trips per second) and all of them."""
-    row = {"pairs": PAIRS, "size": PAIRS_SIZE}
-    for tool, (prefix, parse) in PAIRS_TOOLS.items():
-        per_round = [pairs_round_trips(d, prefix, parse) for d in rounds]
-        measured = [(v, i) for i, v in enumerate(per_round) if v is not None]
+def pairs_row(rounds, env):
+    """Each tool's best round (most round trips per second) and all of
+    them, and the ratios of the best figures and within each round."""
+    pairs = int(env.get("pairs") or PAIRS)
+    size = int(env.get("pairs_size") or PAIRS_SIZE)
+    row = {"pairs": pairs, "size": size}
+    per_round = {tool: [pairs_round(d, prefix, parse, pairs, size) for d in rounds]
+                 for tool, (prefix, parse) in PAIRS_TOOLS.items()}
+    for tool, results in per_round.items():
+        measured = [(r["round_trips_per_s"], i) for i, r in enumerate(results) if r is not None]
         row[tool] = None
         if measured:
-            best, index = max(measured)
-            row[tool] = {"round_trips_per_s": best, "round": index + 1, "all_rounds": per_round}
-    rate = {tool: field(row[tool], "round_trips_per_s") for tool in PAIRS_TOOLS}
-    row["ratios"] = {"ours_over_tcp": ratio(rate["ours"], rate["tcp"]),
-                     "ib_send_lat_events_over_tcp": ratio(rate["ib_send_lat_events"], rate["tcp"]),
-                     "ours_over_ib_send_lat_events": ratio(rate["ours"], rate["ib_send_lat_events"])}
+            _, index = max(measured)
+            row[tool] = results[index] | {"round": index + 1,
+                                          "all_rounds": [None if r is None else r["round_trips_per_s"]
+                                                         for r in results]}
+
+    def ratios(rate):
+        return {"ours_over_tcp": ratio(rate("ours"), rate("tcp")),
+                "ib_send_lat_events_over_tcp": ratio(rate("ib_send_lat_events"), rate("tcp")),
+                "ours_over_ib_send_lat_events": ratio(rate("ours"), rate("ib_send_lat_events"))}
+
+    row["ratios"] = ratios(lambda tool: field(row[tool], "round_trips_per_s"))
+    row["ratios_wall"] = ratios(lambda tool: field(row[tool], "wall_round_trips_per_s"))
+    # Within a round the tools ran back to back: no best-of-rounds pairing.
+    row["ratios_by_round"] = [ratios(lambda tool, k=k: field(per_round[tool][k], "round_trips_per_s"))
+                              for k in range(len(rounds))]
     return row
 
 
 def print_pairs(row):
+    def rates(key):
+        return [num(field(row[t], key)) for t in ("ours", "tcp", "ib_send_lat_events")]
+
+    def ratio_cells(r):
+        return [num(r["ours_over_tcp"]), num(r["ib_send_lat_events_over_tcp"]),
+                num(r["ours_over_ib_send_lat_events"])]
+
     print_table(
         "Request/response, %d pairs at once, %s: round trips per second of all pairs (no target;"
-        " ib_send_lat -e is raw verbs sleeping on completion events, as ours does when it sleeps)"
+        " send -e is raw verbs sleeping on completion events, as ours does when it sleeps)"
         % (row["pairs"], size_label(row["size"])),
-        ["ours", "tcp", "send -e", "ours/tcp", "send -e/tcp", "ours/send -e"],
-        [[num(field(row["ours"], "round_trips_per_s")), num(field(row["tcp"], "round_trips_per_s")),
-          num(field(row["ib_send_lat_events"], "round_trips_per_s")),
-          num(row["ratios"]["ours_over_tcp"]), num(row["ratios"]["ib_send_lat_events_over_tcp"]),
-          num(row["ratios"]["ours_over_ib_send_lat_events"])]])
+        ["figure", "ours", "tcp", "send -e", "ours/tcp", "send -e/tcp", "ours/send -e"],
+        [["pairs' own clocks"] + rates("round_trips_per_s") + ratio_cells(row["ratios"]),
+         ["wall, setup included"] + rates("wall_round_trips_per_s") + ratio_cells(row["ratios_wall"])]
+        + [["round %d" % (k + 1), "", "", ""] + ratio_cells(r) for k, r in enumerate(row["ratios_by_round"])]
+        + [["waits that slept", percent(field(row["ours"], "slept_share")), "-", "all", "", "", ""]])
 
 
 def print_pinned(pinned):
@@ -705,7 +745,7 @@ def main(argv):
     lat = [latency_row(rounds, s) for s in [PERFTEST_FLOOR_SIZE] + LAT_SIZES]
     bw = [bandwidth_row(rounds, s) for s in BW_SIZES]
     pinned = pinned_memory(raw)
-    pairs = pairs_row(rounds)
+    pairs = pairs_row(rounds, env)
     report = {"benchmark": "transport", "environment": env,
               "units": {"latency": "microseconds, one-way (round trip / 2)",
                         "request_response_pairs": "round trips per second, all pairs together",

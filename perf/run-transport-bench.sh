@@ -68,7 +68,7 @@ readonly OURS_BW_SECONDS=2         # per size, after warm-up
 readonly IB_BW_BYTES=$((64 << 20))       # per size (~2 s at TCG's ~38 MiB/s)
 readonly RSTREAM_BW_BYTES=$((16 << 20))  # per direction, per size
 # Another round starts only if the last one took less than this: a busy host
-# slows a round from ~2 to ~4 minutes, and the whole run must stay short.
+# slows a round from ~2.5 to ~5 minutes, and the whole run must stay short.
 readonly ROUND_BUDGET_S=240
 readonly PAIR_TIMEOUT_S=120        # any one server or client process
 readonly LISTEN_WAIT_S=30          # for a server to start listening
@@ -80,7 +80,7 @@ readonly OURS_PORT=18600 TCP_PORT=18601 PERFTEST_PORT=18515 RSTREAM_PORT=7471
 # the guest's CPUs. Each pair's port is its tool's base + its number.
 readonly PAIRS=8
 readonly PAIRS_SIZE=64
-readonly PAIRS_ROUND_TRIPS=1000   # per pair: ~3-5 s for all 8 on TCG
+readonly PAIRS_ROUND_TRIPS=2000   # per pair: ~6-10 s for all 8 on TCG, long against their setup
 readonly PAIRS_OURS_PORT=18700 PAIRS_TCP_PORT=18720 PAIRS_PERFTEST_PORT=18740
 
 FAILED=()
@@ -223,10 +223,12 @@ rstream_pair() {
 
 # pairs TOOL: PAIRS server/client pairs of TOOL (ours, tcp, ib_send_lat_e)
 # at once, each PAIRS_ROUND_TRIPS round trips of PAIRS_SIZE bytes; logs in
-# OUT/pairs-TOOL-N.{server,client}.log. All servers listen before any
-# client starts. report.py adds up the pairs' round trips per second.
+# OUT/pairs-TOOL-N.{server,client}.log, and in OUT/pairs-TOOL-N.wall each
+# client's start and end (ns since the epoch). All servers listen before
+# any client starts. report.py adds up the pairs' round trips per second.
+# No CPU times here: 16 processes share the CPUs by design.
 pairs() {
-  local tool=$1 i port server client spids=() cpids=() failed=0
+  local tool=$1 i pid port server client spids=() cpids=() failed=0 deadline
   say "round ${OUT##*/r}: $PAIRS pairs at once, $tool"
   for ((i = 1; i <= PAIRS; i++)); do
     case $tool in
@@ -240,11 +242,17 @@ pairs() {
     timeout "$PAIR_TIMEOUT_S" "${server[@]}" >"$OUT/pairs-$tool-$i.server.log" 2>&1 &
     spids+=($!)
   done
-  for ((i = 1; i <= PAIRS; i++)); do
-    case $tool in
-      ours | tcp) wait_ready ready_bench "$OUT/pairs-$tool-$i.server.log" ;;
-      ib_send_lat_e) wait_ready ready_tcp_port $((PAIRS_PERFTEST_PORT + i)) ;;
-    esac || { say "pairs $tool: server $i did not listen within ${LISTEN_WAIT_S} s"; failed=1; }
+  # One deadline for all the servers: a tool that cannot listen at all
+  # costs LISTEN_WAIT_S, not that for each pair.
+  deadline=$((SECONDS + LISTEN_WAIT_S))
+  for ((i = 1; i <= PAIRS && failed == 0; i++)); do
+    until case $tool in
+            ours | tcp) ready_bench "$OUT/pairs-$tool-$i.server.log" ;;
+            ib_send_lat_e) ready_tcp_port $((PAIRS_PERFTEST_PORT + i)) ;;
+          esac; do
+      [ $SECONDS -lt "$deadline" ] || { say "pairs $tool: server $i did not listen within ${LISTEN_WAIT_S} s"; failed=1; break; }
+      sleep 0.1
+    done
   done
   if [ $failed = 0 ]; then
     for ((i = 1; i <= PAIRS; i++)); do
@@ -254,17 +262,24 @@ pairs() {
         ib_send_lat_e) client=(ib_send_lat -d "$RXE_DEV" -p $((PAIRS_PERFTEST_PORT + i)) -F -s "$PAIRS_SIZE"
                                -n "$PAIRS_ROUND_TRIPS" -e "$RXE_IP") ;;
       esac
-      # transport_bench's latency mode: at most --iters round trips, within
-      # --seconds (generous: the pairs share the CPUs).
+      # transport_bench's latency mode: PAIRS_ROUND_TRIPS round trips
+      # unless its own time budget ends first, well before the kill.
       [ "$tool" = ib_send_lat_e ] ||
-        client+=(--mode latency --sizes "$PAIRS_SIZE" --iters "$PAIRS_ROUND_TRIPS" --seconds "$PAIR_TIMEOUT_S")
-      timeout "$PAIR_TIMEOUT_S" "${client[@]}" >"$OUT/pairs-$tool-$i.client.log" 2>&1 &
+        client+=(--mode latency --sizes "$PAIRS_SIZE" --iters "$PAIRS_ROUND_TRIPS" --seconds $((PAIR_TIMEOUT_S / 2)))
+      (
+        wall=$OUT/pairs-$tool-$i.wall
+        date +%s%N >"$wall"
+        timeout "$PAIR_TIMEOUT_S" "${client[@]}" >"$OUT/pairs-$tool-$i.client.log" 2>&1
+        rc=$?
+        date +%s%N >>"$wall"
+        exit $rc
+      ) &
       cpids+=($!)
     done
-    for i in "${!cpids[@]}"; do wait "${cpids[i]}" || failed=1; done
+    for pid in "${cpids[@]}"; do wait "$pid" || failed=1; done
   fi
-  # A server whose client failed would wait for another one.
-  [ $failed = 0 ] || for i in "${spids[@]}"; do kill -TERM "$i" 2>/dev/null; done
+  # A server whose client failed (or never came) would wait for one.
+  [ $failed = 0 ] || for pid in "${spids[@]}"; do kill -TERM "$pid" 2>/dev/null; done
   wait "${spids[@]}" 2>/dev/null
   [ $failed = 0 ] || { say "pairs $tool: a pair failed (see $OUT/pairs-$tool-*.log)"; FAILED+=("${OUT##*/}/pairs-$tool"); }
 }
@@ -327,6 +342,9 @@ write_env() {
     echo "host_load_before=${PG_RDMA_BENCH_HOST_LOAD:-unknown}"
     echo "raw_logs=$RAW"
     echo "rep_movsb_threshold=$(rep_movsb_threshold)"
+    echo "pairs=$PAIRS"
+    echo "pairs_size=$PAIRS_SIZE"
+    echo "pairs_round_trips=$PAIRS_ROUND_TRIPS"
   } >"$RAW/env.txt"
 }
 
