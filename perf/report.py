@@ -10,11 +10,9 @@ facts about the run), settings.log, copy.memcpy.log and copy.vector.log
 run on the host by scripts/bench before the guest), and per round a
 directory rN holding one TOOL-SIZE.client.log / .server.log pair per
 measurement, and pairs-TOOL-N.client.log and .wall for the pairs run at
-once. For
-every tool and
-size the best round is kept (lowest latency, highest bandwidth): a host that
-stalls the guest only ever makes figures worse, and every tool gets the same
-treatment. A measurement that failed or did not run shows as "-" and null:
+once. For every tool and size the best round is kept (lowest latency,
+highest bandwidth): a host that stalls the guest only ever makes figures
+worse, and every tool gets the same treatment. A measurement that failed or did not run shows as "-" and null:
 this is a benchmark, it reports what it got and never fails on a target.
 """
 

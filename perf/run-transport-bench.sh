@@ -80,7 +80,7 @@ readonly OURS_PORT=18600 TCP_PORT=18601 PERFTEST_PORT=18515 RSTREAM_PORT=7471
 # the guest's CPUs. Each pair's port is its tool's base + its number.
 readonly PAIRS=8
 readonly PAIRS_SIZE=64
-readonly PAIRS_ROUND_TRIPS=2000   # per pair: ~6-10 s for all 8 on TCG, long against their setup
+readonly PAIRS_ROUND_TRIPS=2000   # per pair: ~4-8 s for all 8 on TCG, long against their setup
 readonly PAIRS_OURS_PORT=18700 PAIRS_TCP_PORT=18720 PAIRS_PERFTEST_PORT=18740
 
 FAILED=()
