@@ -98,9 +98,9 @@ lat_iters() {
 # A perftest or rstream client started before its server listens fails or
 # hangs, so every client waits for one of these. Each gets the server log.
 ready_bench() { grep -qs '^listening ' "$1"; }
-ready_perftest() { ss -Hltn "sport = :$PERFTEST_PORT" 2>/dev/null | grep -q .; }
-ready_rstream() { rdma resource show cm_id 2>/dev/null | grep -q "state LISTEN .*:$RSTREAM_PORT "; }
 ready_tcp_port() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
+ready_perftest() { ready_tcp_port "$PERFTEST_PORT"; }
+ready_rstream() { rdma resource show cm_id 2>/dev/null | grep -q "state LISTEN .*:$RSTREAM_PORT "; }
 
 wait_ready() {
   local check=$1 log=$2 deadline=$((SECONDS + LISTEN_WAIT_S))
@@ -221,6 +221,15 @@ rstream_pair() {
   run_pair "$name-$size" ready_rstream rstream "${args[@]}" -- rstream -s "$RXE_IP" "${args[@]}"
 }
 
+# pair_port TOOL N: the port of TOOL's Nth pair.
+pair_port() {
+  case $1 in
+    ours) echo $((PAIRS_OURS_PORT + $2)) ;;
+    tcp) echo $((PAIRS_TCP_PORT + $2)) ;;
+    ib_send_lat_e) echo $((PAIRS_PERFTEST_PORT + $2)) ;;
+  esac
+}
+
 # pairs TOOL: PAIRS server/client pairs of TOOL (ours, tcp, ib_send_lat_e)
 # at once, each PAIRS_ROUND_TRIPS round trips of PAIRS_SIZE bytes; logs in
 # OUT/pairs-TOOL-N.{server,client}.log, and in OUT/pairs-TOOL-N.wall each
@@ -229,15 +238,14 @@ rstream_pair() {
 # No CPU times here: 16 processes share the CPUs by design.
 pairs() {
   local tool=$1 i pid port server client spids=() cpids=() failed=0 deadline
+  local bench_flags=() perftest_args=(-d "$RXE_DEV" -F -s "$PAIRS_SIZE" -n "$PAIRS_ROUND_TRIPS" -e)
+  [ "$tool" = tcp ] && bench_flags=(--tcp)
   say "round ${OUT##*/r}: $PAIRS pairs at once, $tool"
   for ((i = 1; i <= PAIRS; i++)); do
+    port=$(pair_port "$tool" "$i")
     case $tool in
-      ours) port=$((PAIRS_OURS_PORT + i))
-            server=("$BENCH" server --addr "$RXE_IP" --port "$port") ;;
-      tcp) port=$((PAIRS_TCP_PORT + i))
-           server=("$BENCH" server --addr "$RXE_IP" --port "$port" --tcp) ;;
-      ib_send_lat_e) port=$((PAIRS_PERFTEST_PORT + i))
-           server=(ib_send_lat -d "$RXE_DEV" -p "$port" -F -s "$PAIRS_SIZE" -n "$PAIRS_ROUND_TRIPS" -e) ;;
+      ours | tcp) server=("$BENCH" server --addr "$RXE_IP" --port "$port" "${bench_flags[@]}") ;;
+      ib_send_lat_e) server=(ib_send_lat -p "$port" "${perftest_args[@]}") ;;
     esac
     timeout "$PAIR_TIMEOUT_S" "${server[@]}" >"$OUT/pairs-$tool-$i.server.log" 2>&1 &
     spids+=($!)
@@ -248,7 +256,7 @@ pairs() {
   for ((i = 1; i <= PAIRS && failed == 0; i++)); do
     until case $tool in
             ours | tcp) ready_bench "$OUT/pairs-$tool-$i.server.log" ;;
-            ib_send_lat_e) ready_tcp_port $((PAIRS_PERFTEST_PORT + i)) ;;
+            ib_send_lat_e) ready_tcp_port "$(pair_port "$tool" "$i")" ;;
           esac; do
       [ $SECONDS -lt "$deadline" ] || { say "pairs $tool: server $i did not listen within ${LISTEN_WAIT_S} s"; failed=1; break; }
       sleep 0.1
@@ -256,16 +264,14 @@ pairs() {
   done
   if [ $failed = 0 ]; then
     for ((i = 1; i <= PAIRS; i++)); do
+      port=$(pair_port "$tool" "$i")
       case $tool in
-        ours) client=("$BENCH" client --addr "$RXE_IP" --port $((PAIRS_OURS_PORT + i))) ;;
-        tcp) client=("$BENCH" client --addr "$RXE_IP" --port $((PAIRS_TCP_PORT + i)) --tcp) ;;
-        ib_send_lat_e) client=(ib_send_lat -d "$RXE_DEV" -p $((PAIRS_PERFTEST_PORT + i)) -F -s "$PAIRS_SIZE"
-                               -n "$PAIRS_ROUND_TRIPS" -e "$RXE_IP") ;;
+        # transport_bench's latency mode: PAIRS_ROUND_TRIPS round trips
+        # unless its own time budget ends first, well before the kill.
+        ours | tcp) client=("$BENCH" client --addr "$RXE_IP" --port "$port" "${bench_flags[@]}" --mode latency
+                            --sizes "$PAIRS_SIZE" --iters "$PAIRS_ROUND_TRIPS" --seconds $((PAIR_TIMEOUT_S / 2))) ;;
+        ib_send_lat_e) client=(ib_send_lat -p "$port" "${perftest_args[@]}" "$RXE_IP") ;;
       esac
-      # transport_bench's latency mode: PAIRS_ROUND_TRIPS round trips
-      # unless its own time budget ends first, well before the kill.
-      [ "$tool" = ib_send_lat_e ] ||
-        client+=(--mode latency --sizes "$PAIRS_SIZE" --iters "$PAIRS_ROUND_TRIPS" --seconds $((PAIR_TIMEOUT_S / 2)))
       (
         wall=$OUT/pairs-$tool-$i.wall
         date +%s%N >"$wall"

@@ -3,7 +3,6 @@
 // largest size on the halving ladder it accepts), not lose them.
 #include <catch2/catch.hpp>
 
-
 #include "peer_process.hpp"
 #include "transport/endpoint.hpp"
 
