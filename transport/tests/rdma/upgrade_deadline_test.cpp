@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <thread>
 
 #include "peer_process.hpp"
 #include "tcp_peer.hpp"
@@ -29,7 +30,7 @@ constexpr auto kTimeout = 3000ms;  // connect_timeout in these tests
 constexpr auto kSlack = 1000ms;
 // When the stalling peer makes its late move: late enough that a fresh
 // timeout for the next stage would overrun kTimeout + kSlack.
-constexpr auto kLateMove = 1800ms;
+constexpr auto kLateMove = 1500ms;
 constexpr unsigned kStallSeconds = 60;  // a stalled peer's silence; it is killed long before
 
 Settings with_timeout() {
@@ -55,7 +56,11 @@ constexpr double ms(std::chrono::milliseconds d) { return static_cast<double>(d.
 // An RC connection to `dst` with the right nonce that never sends a byte:
 // the server reaches its handshake stage and waits there. Synchronous
 // librdmacm (no event channel); the process exits without cleaning up.
-bool connect_and_stay_silent(const sockaddr_in& dst, const protocol::Nonce& nonce) {
+// Address, route and QP are prepared first so that only the connection
+// request is sent at `connect_at`: on a loaded guest the preparation alone
+// has taken over a second, which pushed the request past the server's
+// deadline and tested the wrong stage.
+bool connect_at_and_stay_silent(const sockaddr_in& dst, const protocol::Nonce& nonce, Clock::time_point connect_at) {
     constexpr int kResolveMs = 2000;
     rdma_cm_id* id = nullptr;
     if (rdma_create_id(nullptr, &id, nullptr, RDMA_PS_TCP) != 0) return false;
@@ -73,6 +78,7 @@ bool connect_and_stay_silent(const sockaddr_in& dst, const protocol::Nonce& nonc
     param.private_data_len = static_cast<std::uint8_t>(private_data.size());
     param.retry_count = 7;
     param.rnr_retry_count = 7;
+    std::this_thread::sleep_until(connect_at);
     return rdma_connect(id, &param) == 0;
 }
 
@@ -105,14 +111,14 @@ TEST_CASE("a client that connects over RDMA late and never starts the handshake 
         const int fd = tcp_connect(tcp.port);
         protocol::UpgradeAcceptBytes bytes{};
         if (fd < 0 || !request_and_read_accept(fd, bytes)) return 90;
+        const auto late = Clock::now() + kLateMove;
         const auto reply = protocol::decode_upgrade_reply(bytes);
         if (!reply.is_ok()) return 91;
-        usleep(static_cast<useconds_t>(std::chrono::microseconds(kLateMove).count()));
         // Bare librdmacm rather than our Connector: the Connector sends its
         // offer in the step that sees ESTABLISHED, and a client descheduled
         // there would find the server's answer and finish the handshake.
         const sockaddr_in dst = rdma_address(reply.value.endpoint.port);
-        if (!connect_and_stay_silent(dst, reply.value.endpoint.nonce)) return 92;
+        if (!connect_at_and_stay_silent(dst, reply.value.endpoint.nonce, late)) return 92;
         sleep(kStallSeconds);
         return 0;
     });
