@@ -83,9 +83,8 @@ print(s.recv(1).decode())
 PY
 ) || fail "the raw upgrade request got no answer"
 [ "$reply" = N ] || fail "expected the decline 'N' from a server without an RDMA device, got '$reply'"
-sleep 0.5
-grep -q 'LOG:  pg_rdma: RDMA not possible for host=127.0.0.1 port=[0-9]*, the session continues on TCP (with_rsocket=false): ' \
-    "$data/log" || fail "the server did not log why RDMA was not possible"
+in_log 'LOG:  pg_rdma: RDMA not possible for host=127.0.0.1 port=[0-9]*, the session continues on TCP (with_rsocket=false): ' ||
+    fail "the server did not log why RDMA was not possible"
 # Unix-socket sessions are not pg_rdma's: no line for them.
 # A backend that never gets its startup packet ends with _exit(1) at
 # authentication_timeout, running no exit callback: its pg_stat_rdma row
@@ -120,9 +119,12 @@ echo "ok: pg_rdma.listen_addresses serves TCP; plain and declined sessions stay 
 # refusal follows on TCP.
 sql -c 'select pg_sleep(8)' >/dev/null &
 holder=$!
-sleep 1
+for _ in $(seq 100); do
+    [ "$(sql -c "select count(*) from pg_stat_activity where query = 'select pg_sleep(8)'")" = 1 ] && break
+    sleep 0.1
+done
 as_pg "$STAGE_BIN/pg_ctl" -D "$data" -m smart -W stop >/dev/null
-sleep 1
+in_log 'received smart shutdown request' || fail "the server did not take the smart shutdown request"
 out=$(python3 - "$PORT" <<'PY'
 import socket, struct, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)

@@ -11,7 +11,9 @@
 #include <poll.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <thread>
 
 #include "with_peer.hpp"
@@ -43,11 +45,20 @@ inline void check_idle_peer_survives(const Settings& settings, std::chrono::seco
         return conn.close() == 0 ? 0 : 2;
     };
     with_peer(settings, sleeper, [&](Connection& conn, PeerProcess&) {
+        // The peer's sleep began before `start`, so this side's last read
+        // must come well before `start + idle`: each poll ends by `quiet_until`
+        // (a poll of a whole second, ending at the next keepalive tick, once
+        // read at the very moment the peer woke and wrote).
+        constexpr auto kBeforeWake = std::chrono::seconds(2);
+        constexpr int kPollMs = 1000;
         const auto start = std::chrono::steady_clock::now();
+        const auto quiet_until = start + idle - kBeforeWake;
         int wakeups = 0;
-        while (std::chrono::steady_clock::now() - start < idle - std::chrono::milliseconds(500)) {
+        while (std::chrono::steady_clock::now() < quiet_until) {
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                quiet_until - std::chrono::steady_clock::now());
             pollfd p{conn.fd(), POLLIN, 0};
-            poll(&p, 1, 1000);
+            poll(&p, 1, static_cast<int>(std::clamp<std::int64_t>(left.count(), 0, kPollMs)));
             ++wakeups;
             std::uint8_t byte = 0;
             const ssize_t n = conn.read(&byte, 1);

@@ -32,14 +32,15 @@ constexpr std::uint32_t kChildSeed = 0x6262;
 
 }  // namespace
 
-TEST_CASE("a live peer that does not call in for six keepalive timeouts is not declared dead",
+TEST_CASE("a live peer that does not call in for twelve keepalive timeouts is not declared dead",
           "[rdma][liveness]") {
     // The issue's reproduction: the peer accepts and sleeps without touching
     // the connection; this side waits in poll() on fd() and reads on each
     // wakeup. Before the fix it failed with ETIMEDOUT after 9.1 s at these
-    // settings; here the silence lasts 6 timeouts.
+    // settings; here the silence lasts 12 timeouts, and this side polls
+    // through the first 10 s of it.
     const Settings settings = fast_keepalive();
-    check_idle_peer_survives(settings, 6s);
+    check_idle_peer_survives(settings, 12s);
 }
 
 TEST_CASE("a writer blocked on a peer that does not call in stays alive, and the reserve still closes",
@@ -54,9 +55,12 @@ TEST_CASE("a writer blocked on a peer that does not call in stays alive, and the
         if (!read_pattern(conn, kBytes, kParentSeed)) return 1;
         return read_eof(conn) ? 0 : 2;
     };
+    // Filled before the peer starts its sleep: the check below times the
+    // sleep from this side, and filling 4 MiB on an emulated CPU is no
+    // small part of it.
+    std::vector<std::uint8_t> data(kBytes);
+    fill_pattern(data.data(), data.size(), kParentSeed);
     with_peer(settings, sleeper, [&](Connection& conn, PeerProcess&) {
-        std::vector<std::uint8_t> data(kBytes);
-        fill_pattern(data.data(), data.size(), kParentSeed);
         std::size_t sent = 0;
         const auto start = std::chrono::steady_clock::now();
         bool blocked = false;
@@ -72,7 +76,7 @@ TEST_CASE("a writer blocked on a peer that does not call in stays alive, and the
             REQUIRE(conn.wait(POLLOUT, 30'000) > 0);
         }
         CHECK(blocked);
-        CHECK(std::chrono::steady_clock::now() - start >= kSleep - 1s);  // it really waited for the sleeper
+        CHECK(std::chrono::steady_clock::now() - start >= kSleep / 2);  // it really waited for the sleeper
         CHECK(conn.stats().keepalive_probes > 10);
         CHECK(conn.close() == 0);  // the Close still had its reserved credit
     });

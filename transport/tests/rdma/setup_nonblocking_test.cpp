@@ -31,12 +31,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // How long the slow peer dawdles at each stage.
-constexpr auto kPause = 300ms;
+constexpr auto kPause = 700ms;
 // Longest a step may take: its own system calls, the slowest being the
 // creation and registration of the verbs resources, on an emulated CPU
-// shared with other guests. A step that waited for the peer would take a
-// kPause at least.
-constexpr double kStepBudgetMs = 100;
+// shared with other guests (whose host may stall a vCPU for a good part of
+// a second). A step that waited for the peer would take a kPause at least.
+constexpr double kStepBudgetMs = static_cast<double>(kPause.count()) / 2;
 constexpr std::uint8_t kByte = 42;  // sent over RDMA once set up
 
 // The timed side does the one-time library work first (it is no wait for

@@ -24,13 +24,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr auto kTimeout = 3000ms;  // connect_timeout in these tests
+constexpr auto kTimeout = 5000ms;  // connect_timeout in these tests
 // What a bounded setup may take past its deadline: the last step and the
-// teardown, on an emulated CPU shared with other guests.
-constexpr auto kSlack = 1000ms;
+// teardown, on an emulated CPU whose host may stall it.
+constexpr auto kSlack = 2000ms;
 // When the stalling peer makes its late move: late enough that a fresh
-// timeout for the next stage would overrun kTimeout + kSlack.
-constexpr auto kLateMove = 1500ms;
+// timeout for the next stage would overrun kTimeout + kSlack, early enough
+// that the move arrives well inside kTimeout.
+constexpr auto kLateMove = 2500ms;
+static_assert(kLateMove + kTimeout > kTimeout + kSlack && kLateMove < kTimeout - 2000ms);
 constexpr unsigned kStallSeconds = 60;  // a stalled peer's silence; it is killed long before
 
 Settings with_timeout() {
