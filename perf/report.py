@@ -302,12 +302,28 @@ def latency_row(rounds, size):
     return row
 
 
+def reader_sleeps_per_message(rounds, log_name, size, result):
+    """How often the receiving end's (the server's) waits slept, per message
+    of the round `result` came from; None for logs without a stats line
+    (tcp's, older builds')."""
+    if result is None or not result.get("messages"):
+        return None
+    lines = read_lines(os.path.join(rounds[result["round"] - 1], "%s-%d.server.log" % (log_name, size)))
+    try:
+        slept = int((bench_line(lines, "stats") or {})["waits_slept"])
+    except (KeyError, ValueError):
+        return None
+    return round(slept / result["messages"], 3)
+
+
 def bandwidth_row(rounds, size):
     row = {"size": size}
     for tool, (log, parse, metric) in BANDWIDTH_TOOLS.items():
         row[tool] = best_of_rounds(rounds, log, size, parse, metric, lower_is_better=False)
         if row[tool] is not None:
             row[tool]["cpu_ms_per_mib"] = per_unit(row[tool]["cpu_s"], bandwidth_mib(tool, row[tool], size), 1e3)
+            if tool in ("ours", "ours_spin"):
+                row[tool]["reader_sleeps_per_message"] = reader_sleeps_per_message(rounds, log, size, row[tool])
     mine = field(row["ours"], "MiBps")
     ib = field(row["ib_write_bw"], "MiBps")
     r = {"ours_over_ib_write_bw": ratio(mine, ib),
@@ -496,10 +512,11 @@ def print_bandwidth_mechanism(rows):
 def print_bandwidth(rows):
     print_table(
         "Streaming bandwidth, MiB/s (one direction, until the receiver has the last byte)",
-        ["size", "ours", "spin", "ib_write_bw", "rstream", "tcp"],
+        ["size", "ours", "spin", "ib_write_bw", "rstream", "tcp", "ours reader sleeps/msg"],
         [[size_label(r["size"]), num(field(r["ours"], "MiBps")),
           num(field(r["ours_spin"], "MiBps")), num(field(r["ib_write_bw"], "MiBps")),
-          num(field(r["rstream"], "MiBps")), num(field(r["tcp"], "MiBps"))] for r in rows])
+          num(field(r["rstream"], "MiBps")), num(field(r["tcp"], "MiBps")),
+          num(field(r["ours"], "reader_sleeps_per_message"))] for r in rows])
     print_table(
         "Bandwidth ratios (targets: ours >= %.2fx ib_write_bw; ours above rstream)"
         % TARGET_BW_VS_IB,

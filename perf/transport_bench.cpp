@@ -94,6 +94,12 @@ void print_settings()
 #endif
 }
 
+void print_stats(const ByteStream& stream)
+{
+    const std::string fields = stream.stats_fields();
+    print_line(std::string("stats transport=") + stream.name() + (fields.empty() ? "" : " ") + fields);
+}
+
 void run(const Options& o)
 {
     if (o.role == Role::Settings) {
@@ -105,6 +111,8 @@ void run(const Options& o)
         const auto stream = open_server(o, ep);
         stream->set_spin(o.spin);
         run_server(*stream);
+        // The receiving end of a bandwidth run: how often its waits slept.
+        print_stats(*stream);
         return;
     }
     const auto stream = open_client(o, ep);
@@ -112,9 +120,7 @@ void run(const Options& o)
     if (o.plan.measure == Measure::Latency)
         print_line("# latency is one-way: round trip / 2, as perftest's ib_write_lat reports it");
     run_client(*stream, o.plan);
-    const std::string fields = stream->stats_fields();
-    print_line(std::string("stats transport=") + stream->name() + (fields.empty() ? "" : " ") +
-               fields);
+    print_stats(*stream);
 }
 
 }  // namespace
