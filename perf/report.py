@@ -304,16 +304,18 @@ def latency_row(rounds, size):
 
 def reader_sleeps_per_message(rounds, log_name, size, result):
     """How often the receiving end's (the server's) waits slept, per message
-    of the round `result` came from; None for logs without a stats line
-    (tcp's, older builds')."""
+    of the round `result` came from, warm-up included on both sides of the
+    division (the server counts its waits from the start); None for logs
+    without a stats line (tcp's, older builds')."""
     if result is None or not result.get("messages"):
         return None
+    messages = result["messages"] + max(OURS_WARMUP_BYTES // size, 2)  # bench_phases.cpp's warm-up count
     lines = read_lines(os.path.join(rounds[result["round"] - 1], "%s-%d.server.log" % (log_name, size)))
     try:
         slept = int((bench_line(lines, "stats") or {})["waits_slept"])
     except (KeyError, ValueError):
         return None
-    return round(slept / result["messages"], 3)
+    return round(slept / messages, 3)
 
 
 def bandwidth_row(rounds, size):

@@ -119,10 +119,13 @@ echo "ok: pg_rdma.listen_addresses serves TCP; plain and declined sessions stay 
 # refusal follows on TCP.
 sql -c 'select pg_sleep(8)' >/dev/null &
 holder=$!
+running=0
 for _ in $(seq 100); do
-    [ "$(sql -c "select count(*) from pg_stat_activity where query = 'select pg_sleep(8)'")" = 1 ] && break
+    running=$(sql -c "select count(*) from pg_stat_activity where query = 'select pg_sleep(8)'") || running="psql failed"
+    [ "$running" = 1 ] && break
     sleep 0.1
 done
+[ "$running" = 1 ] || fail "the session that should hold off the smart shutdown never ran its query"
 as_pg "$STAGE_BIN/pg_ctl" -D "$data" -m smart -W stop >/dev/null
 in_log 'received smart shutdown request' || fail "the server did not take the smart shutdown request"
 out=$(python3 - "$PORT" <<'PY'

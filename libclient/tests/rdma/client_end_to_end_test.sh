@@ -121,7 +121,8 @@ psql_pid=$!
 # Asked over the pg_rdma cluster's Unix socket: no password round.
 running=0
 for _ in $(seq 300); do
-    running=$(pg_cluster_psql -c "select count(*) from pg_stat_activity where query = 'select pg_sleep(60)' and state = 'active'")
+    running=$(pg_cluster_psql -c "select count(*) from pg_stat_activity where query = 'select pg_sleep(60)' and state = 'active'") ||
+        running="psql failed"
     [ "$running" = 1 ] && break
     sleep 0.1
 done

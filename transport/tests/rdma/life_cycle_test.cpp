@@ -164,7 +164,9 @@ TEST_CASE("the exit drain skips a connection another thread is inside", "[rdma][
         std::this_thread::sleep_for(kInsideCall);  // the thread is inside wait() now
         const auto start = std::chrono::steady_clock::now();
         Connection::close_all_at_exit();  // must neither block on it nor close it under it
-        CHECK(seconds_since(start) < 1.5);  // a drain would take close_drain_timeout, 2 s
+        // Blocking on the waiter's claim would last until its wait() ends,
+        // which is after the peer's byte, sent only once this returns.
+        CHECK(seconds_since(start) < 1.5);
         done.send_u32(1);
         waiter.join();
         CHECK((waited & POLLIN) != 0);  // the wait went on and saw the peer's byte
@@ -208,7 +210,11 @@ TEST_CASE("a connection that cannot get its descriptors fails setup with a messa
         }
         return refused > 0 ? 0 : 2;
     });
-    Rendezvous rendezvous(port_pipe, Settings{});
+    // The accept's deadline runs from before the child's refused attempts,
+    // so it allows for them as well as for the last one.
+    Settings patient;
+    patient.connect_timeout = 30s;
+    Rendezvous rendezvous(port_pipe, patient);
     // Accept what finally gets through so the peer's last attempt completes.
     transport::Error err;
     auto conn = rendezvous.listener().accept(test_nonce(), nullptr, err);

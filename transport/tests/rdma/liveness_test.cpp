@@ -76,7 +76,8 @@ TEST_CASE("a writer blocked on a peer that does not call in stays alive, and the
             REQUIRE(conn.wait(POLLOUT, 30'000) > 0);
         }
         CHECK(blocked);
-        CHECK(std::chrono::steady_clock::now() - start >= kSleep / 2);  // it really waited for the sleeper
+        // It really waited for the sleeper.
+        CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(kSleep) / 2);
         CHECK(conn.stats().keepalive_probes > 10);
         CHECK(conn.close() == 0);  // the Close still had its reserved credit
     });

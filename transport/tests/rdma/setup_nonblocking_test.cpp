@@ -37,6 +37,14 @@ constexpr auto kPause = 700ms;
 // shared with other guests (whose host may stall a vCPU for a good part of
 // a second). A step that waited for the peer would take a kPause at least.
 constexpr double kStepBudgetMs = static_cast<double>(kPause.count()) / 2;
+
+// The pauses add up to several seconds per upgrade: a deadline well beyond
+// them, so that only a step that blocks can fail these tests.
+Settings patient() {
+    Settings s;
+    s.connect_timeout = 30s;
+    return s;
+}
 constexpr std::uint8_t kByte = 42;  // sent over RDMA once set up
 
 // The timed side does the one-time library work first (it is no wait for
@@ -67,7 +75,7 @@ transport::UpgradeResult timed_steps(Upgrade& upgrade, std::vector<double>& step
 int slow_client(std::uint16_t port) {
     const int fd = tcp_connect(port);
     if (fd < 0) return 90;
-    transport::ClientUpgrade upgrade(fd, Mode::Require, Settings{});
+    transport::ClientUpgrade upgrade(fd, Mode::Require, patient());
     while (upgrade.step() == StepStatus::InProgress) {
         pause_a_while();
         transport::Error err;
@@ -122,7 +130,7 @@ TEST_CASE("a client upgrade's steps return at once while the server is slow at e
         if (fd < 0 || !read_upgrade_request(fd)) return 90;
         const sockaddr_in at = rdma_address(0);
         transport::Error err;
-        auto listener = transport::Listener::create(reinterpret_cast<const sockaddr*>(&at), Settings{}, err);
+        auto listener = transport::Listener::create(reinterpret_cast<const sockaddr*>(&at), patient(), err);
         if (!listener) return 91;
         const sockaddr_storage bound = listener->local_address();
         const auto reply = accept_reply(*reinterpret_cast<const sockaddr_in*>(&bound), test_nonce());
@@ -145,7 +153,7 @@ TEST_CASE("a client upgrade's steps return at once while the server is slow at e
     std::vector<double> step_ms;
     std::string log;
     const auto start = Clock::now();
-    transport::ClientUpgrade upgrade(fd, Mode::Require, Settings{});
+    transport::ClientUpgrade upgrade(fd, Mode::Require, patient());
     auto result = timed_steps(upgrade, step_ms, log);
     const double total = ms_between(start, Clock::now());
     INFO(result.error.message << "\nsteps:\n" << log << "total " << total << " ms");
@@ -167,7 +175,7 @@ TEST_CASE("a server upgrade's steps return at once while the client is slow at e
     REQUIRE(read_upgrade_request(fd));
     std::vector<double> step_ms;
     std::string log;
-    transport::ServerUpgrade upgrade(fd, Settings{});
+    transport::ServerUpgrade upgrade(fd, patient());
     auto result = timed_steps(upgrade, step_ms, log);
     INFO(result.error.message << "\nsteps:\n" << log);
     REQUIRE(result.outcome == UpgradeOutcome::Rdma);
@@ -187,7 +195,7 @@ TEST_CASE("signals during upgrade_server's waits do not end the upgrade", "[rdma
     transport::UpgradeResult result;
     {
         SignalStorm storm;
-        result = transport::upgrade_server(fd, Settings{});
+        result = transport::upgrade_server(fd, patient());
     }
     INFO(result.error.message << "; " << signals_seen.load() << " signals");
     REQUIRE(result.outcome == UpgradeOutcome::Rdma);
@@ -203,7 +211,7 @@ TEST_CASE("signals during upgrade_client's waits do not end the upgrade", "[rdma
         const int fd = tcp.accept_one();
         if (fd < 0 || !read_upgrade_request(fd)) return 90;
         pause_a_while();  // the client waits for the reply through signals
-        auto result = transport::upgrade_server(fd, Settings{});
+        auto result = transport::upgrade_server(fd, patient());
         std::fprintf(stderr, "server: %s %s\n", transport::to_string(result.outcome), result.error.message.c_str());
         if (result.outcome != UpgradeOutcome::Rdma) return 91;
         return got_byte(*result.connection) ? 0 : 92;
@@ -213,7 +221,7 @@ TEST_CASE("signals during upgrade_client's waits do not end the upgrade", "[rdma
     transport::UpgradeResult result;
     {
         SignalStorm storm;
-        result = transport::upgrade_client(fd, Mode::Require, Settings{});
+        result = transport::upgrade_client(fd, Mode::Require, patient());
     }
     INFO(result.error.message << "; " << signals_seen.load() << " signals");
     REQUIRE(result.outcome == UpgradeOutcome::Rdma);
