@@ -12,8 +12,9 @@ directory rN holding one TOOL-SIZE.client.log / .server.log pair per
 measurement, and pairs-TOOL-N.client.log and .wall for the pairs run at
 once. For every tool and size the best round is kept (lowest latency,
 highest bandwidth): a host that stalls the guest only ever makes figures
-worse, and every tool gets the same treatment. A measurement that failed or did not run shows as "-" and null:
-this is a benchmark, it reports what it got and never fails on a target.
+worse, and every tool gets the same treatment. A measurement that failed
+or did not run shows as "-" and null: this is a benchmark, it reports
+what it got and never fails on a target.
 """
 
 import json
@@ -74,17 +75,23 @@ def bench_line(lines, word):
     return None
 
 
+def waits_slept(lines):
+    """transport_bench's count of waits that slept (its stats line); None
+    in tcp's logs and in those of older builds."""
+    try:
+        return int((bench_line(lines, "stats") or {})["waits_slept"])
+    except (KeyError, ValueError):
+        return None
+
+
 def parse_ours_latency(lines, _size):
     kv = bench_line(lines, "latency")
     if kv is None:
         return None
     # The share of round trips whose wait() slept, on the client (the stats
     # line counts the warm-up's too, and the last wait for the server's
-    # goodbye); absent from tcp's log and from logs of older builds.
-    try:
-        slept = int((bench_line(lines, "stats") or {})["waits_slept"])
-    except (KeyError, ValueError):
-        slept = None
+    # goodbye).
+    slept = waits_slept(lines)
     round_trips = int(kv["iters"]) + OURS_WARMUP_ROUND_TRIPS
     return {"p50_us": float(kv["p50_us"]), "p99_us": float(kv["p99_us"]),
             "avg_us": float(kv["avg_us"]), "iters": int(kv["iters"]),
@@ -310,12 +317,8 @@ def reader_sleeps_per_message(rounds, log_name, size, result):
     if result is None or not result.get("messages"):
         return None
     messages = result["messages"] + max(OURS_WARMUP_BYTES // size, 2)  # bench_phases.cpp's warm-up count
-    lines = read_lines(os.path.join(rounds[result["round"] - 1], "%s-%d.server.log" % (log_name, size)))
-    try:
-        slept = int((bench_line(lines, "stats") or {})["waits_slept"])
-    except (KeyError, ValueError):
-        return None
-    return round(slept / messages, 3)
+    slept = waits_slept(read_lines(os.path.join(rounds[result["round"] - 1], "%s-%d.server.log" % (log_name, size))))
+    return None if slept is None else round(slept / messages, 3)
 
 
 def bandwidth_row(rounds, size):

@@ -30,16 +30,18 @@ configure() {
 }
 start() { as_pg "$STAGE_BIN/pg_ctl" -D "$data" -l "$data/log" -w -t 30 start >/dev/null 2>&1; }
 sql() { as_pg "$STAGE_BIN/psql" -X -h "$work" -p "$PORT" -U postgres -d postgres -At "$@"; }
-# in_log PATTERN: the server log has PATTERN within 10 s. A backend logs its
-# disconnection after the client has already gone, so a check made right
-# after psql exits can come too early.
-in_log() {
+# eventually CMD...: CMD succeeds within 10 s (tried every 0.1 s).
+eventually() {
     for _ in $(seq 100); do
-        grep -q "$1" "$data/log" && return 0
+        "$@" && return 0
         sleep 0.1
     done
     return 1
 }
+# in_log PATTERN: the server log has PATTERN within 10 s. A backend logs its
+# disconnection after the client has already gone, so a check made right
+# after psql exits can come too early.
+in_log() { eventually grep -q "$1" "$data/log"; }
 
 # 1. keepalive_timeout < 2 x keepalive_interval: the postmaster stops.
 configure "shared_preload_libraries = 'pg_rdma'" "pg_rdma.keepalive_interval = '5s'" "pg_rdma.keepalive_timeout = '8s'"
@@ -119,13 +121,8 @@ echo "ok: pg_rdma.listen_addresses serves TCP; plain and declined sessions stay 
 # refusal follows on TCP.
 sql -c 'select pg_sleep(8)' >/dev/null &
 holder=$!
-running=0
-for _ in $(seq 100); do
-    running=$(sql -c "select count(*) from pg_stat_activity where query = 'select pg_sleep(8)'") || running="psql failed"
-    [ "$running" = 1 ] && break
-    sleep 0.1
-done
-[ "$running" = 1 ] || fail "the session that should hold off the smart shutdown never ran its query"
+holding() { [ "$(sql -c "select count(*) from pg_stat_activity where query = 'select pg_sleep(8)'")" = 1 ]; }
+eventually holding || fail "the session that should hold off the smart shutdown never ran its query"
 as_pg "$STAGE_BIN/pg_ctl" -D "$data" -m smart -W stop >/dev/null
 in_log 'received smart shutdown request' || fail "the server did not take the smart shutdown request"
 out=$(python3 - "$PORT" <<'PY'

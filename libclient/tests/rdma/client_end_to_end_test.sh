@@ -117,16 +117,12 @@ echo "ok: with several hosts the attempt that connects is upgraded"
 LD_PRELOAD=$so psql -X -At "$rdma with_rsocket=require" -c 'select pg_sleep(60)' >"$work/out" 2>"$work/err" &
 psql_pid=$!
 # SIGINT only once the query runs: psql has its cancel handler and the
-# backend is inside pg_sleep, however slow the guest is today.
-# Asked over the pg_rdma cluster's Unix socket: no password round.
-running=0
-for _ in $(seq 300); do
-    running=$(pg_cluster_psql -c "select count(*) from pg_stat_activity where query = 'select pg_sleep(60)' and state = 'active'") ||
-        running="psql failed"
-    [ "$running" = 1 ] && break
-    sleep 0.1
-done
-[ "$running" = 1 ] || fail "the query to cancel never ran: $(err)"
+# backend is inside pg_sleep, however slow the guest is today. Asked over
+# the pg_rdma cluster's Unix socket: no password round.
+sleeping() {
+    [ "$(pg_cluster_psql -c "select count(*) from pg_stat_activity where query = 'select pg_sleep(60)' and state = 'active'")" = 1 ]
+}
+wait_for 30 sleeping || fail "the query to cancel never ran: $(err)"
 kill -INT "$psql_pid"
 wait "$psql_pid" && fail "the cancelled query succeeded"
 grep -q 'canceling statement due to user request' "$work/err" || fail "no cancel message: $(err)"
