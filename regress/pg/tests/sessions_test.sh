@@ -160,15 +160,24 @@ echo "ok: pgbench -c 8 -j 2 -T 20 over RDMA: $(grep -E '^tps' "$work/pgbench.out
 #    64 are seen at once, then pg_cancel_backend ends the waits. (psql
 #    itself, not Debian's perl wrapper: 64 perl start-ups under TCG take
 #    longer than the sessions would wait.)
+many_pids=()
 for i in $(seq 64); do
     client "$PG_CLUSTER_BIN/psql" -X -At -d "dbname=postgres with_rsocket=require" \
         -c "$me" -c 'select pg_sleep(300)' >"$work/many.$i" 2>&1 &
+    many_pids+=($!)
 done
+# The sessions whose psql has already ended, with what it printed: a count
+# short of 64 is then either a session still on its way or one that failed.
+ended() {
+    for i in $(seq 64); do
+        kill -0 "${many_pids[i - 1]}" 2>/dev/null || echo "session $i: $(tr '\n' ' ' <"$work/many.$i")"
+    done
+}
 many() { pg_cluster_psql -c "select count(*) from pg_stat_rdma r join pg_stat_activity a using (pid)
                              where r.transport = 'rdma' and a.query = 'select pg_sleep(300)'"; }
 sixty_four() { [ "$(many)" -ge 64 ] 2>/dev/null; }
 wait_for 240 sixty_four ||
-    fail "only $(many 2>&1) concurrent RDMA sessions, not 64; backends: $(pg_cluster_psql -c "select backend_type, state, count(*) from pg_stat_activity group by 1, 2" 2>&1 | tr '\n' ' ')"
+    fail "only $(many 2>&1) concurrent RDMA sessions, not 64; backends: $(pg_cluster_psql -c "select backend_type, state, count(*) from pg_stat_activity group by 1, 2" 2>&1 | tr '\n' ' '); ended early: $(ended)"
 pg_cluster_psql -c "select count(pg_cancel_backend(pid)) from pg_stat_activity where query = 'select pg_sleep(300)'" \
     >/dev/null
 wait
