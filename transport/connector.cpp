@@ -46,7 +46,7 @@ std::string Connector::State::doing(Stage stage) const {
     switch (stage) {
         case Stage::ResolvingAddress: return fmt::format("rdma_resolve_addr({}): no RDMA device routes to it", where);
         case Stage::ResolvingRoute: return fmt::format("rdma_resolve_route({})", where);
-        default: return fmt::format("rdma_connect({}): the peer did not accept (wrong nonce or address?)", where);
+        default: return fmt::format("rdma_connect({})", where);
     }
 }
 

@@ -177,7 +177,7 @@ many() { pg_cluster_psql -c "select count(*) from pg_stat_rdma r join pg_stat_ac
                              where r.transport = 'rdma' and a.query = 'select pg_sleep(300)'"; }
 sixty_four() { [ "$(many)" -ge 64 ] 2>/dev/null; }
 wait_for 240 sixty_four ||
-    fail "only $(many 2>&1) concurrent RDMA sessions, not 64; backends: $(pg_cluster_psql -c "select backend_type, state, count(*) from pg_stat_activity group by 1, 2" 2>&1 | tr '\n' ' '); ended early: $(ended)"
+    fail "only $(many 2>&1) concurrent RDMA sessions, not 64; backends: $(pg_cluster_psql -c "select backend_type, state, count(*) from pg_stat_activity group by 1, 2" 2>&1 | tr '\n' ' '); ended early: $(ended); the server's failed upgrades: $(grep -E 'pg_rdma: (RDMA not possible|RDMA upgrade failed)' "$log" | tail -n 3 | tr '\n' ' ')"
 pg_cluster_psql -c "select count(pg_cancel_backend(pid)) from pg_stat_activity where query = 'select pg_sleep(300)'" \
     >/dev/null
 wait

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <string>
 #include <thread>
 
 #include "peer_process.hpp"
@@ -106,6 +108,36 @@ TEST_CASE("a client that reads the reply and never connects over RDMA costs the 
     CHECK(result.error.code == ETIMEDOUT);
     CHECK(took >= ms(kTimeout));
     CHECK(took < ms(kTimeout + kSlack));
+}
+
+TEST_CASE("a client that connects after the server stopped waiting is told why it was rejected", "[rdma][deadline]") {
+    TcpListener tcp;
+    Pipe server_gave_up;
+    PeerProcess client([&]() -> int {
+        const int fd = tcp_connect(tcp.port);
+        protocol::UpgradeAcceptBytes bytes{};
+        if (fd < 0 || !request_and_read_accept(fd, bytes)) return 90;
+        const auto reply = protocol::decode_upgrade_reply(bytes);
+        if (!reply.is_ok()) return 91;
+        server_gave_up.recv_u32();
+        const sockaddr_in dst = rdma_address(reply.value.endpoint.port);
+        transport::Error err;
+        if (transport::connect(reinterpret_cast<const sockaddr*>(&dst), reply.value.endpoint.nonce, Settings{}, err))
+            return 92;
+        std::fprintf(stderr, "client: %s\n", err.message.c_str());
+        // The advice a user needs, not only the event's status number.
+        return err.message.find("the server stopped waiting") != std::string::npos &&
+                       err.message.find("pg_rdma.connect_timeout") != std::string::npos
+                   ? 0
+                   : 93;
+    });
+    transport::UpgradeResult result;
+    serve_one(tcp, result);
+    INFO(result.error.message);
+    CHECK(result.outcome == UpgradeOutcome::TcpSame);
+    CHECK(result.error.code == ETIMEDOUT);
+    server_gave_up.send_u32(1);
+    CHECK(client.wait() == 0);
 }
 
 TEST_CASE("a client that connects over RDMA late and never starts the handshake costs the server one "
