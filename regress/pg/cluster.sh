@@ -74,11 +74,6 @@ pg_cluster_init() {
         echo "pg_rdma.listen_addresses = '$PG_CLUSTER_HOST'"
         # The built client library, for the server's own libpq connections.
         echo "pg_rdma.client_library = '$build/libclient/preload/libpq_rdma.so'"
-        # The server waits for a session's RDMA setup as long as the test's
-        # clients do (PGCONNECT_TIMEOUT in pg_cluster_client): dozens of
-        # setups at once on the guest's emulated CPUs outlast the 10 s
-        # default, and a client whose server gave up first is rejected.
-        echo "pg_rdma.connect_timeout = ${PG_CLUSTER_TIMEOUT}s"
         echo "listen_addresses = ''"
         echo "port = $PG_CLUSTER_PORT"
         echo "unix_socket_directories = '$work'"
