@@ -32,25 +32,6 @@ constexpr std::uint8_t kRetryCount = 7;
 // must end as an error, never as the endless retry 7 would mean.
 constexpr std::uint8_t kRnrRetryCount = 3;
 
-// IBTA CM REJ reasons, which rdma_cm hands on as a REJECTED event's status
-// on InfiniBand and RoCE (iWARP reports errnos instead).
-constexpr int kRejectNoListener = 8;   // IB_CM_REJ_INVALID_SERVICE_ID: nothing listens on that port
-constexpr int kRejectByPeer = 28;      // IB_CM_REJ_CONSUMER_DEFINED: the listener's rdma_reject
-
-// What a rejection means to whoever has to act on it; empty when unknown.
-std::string why_rejected(int status) {
-    switch (status) {
-        case kRejectNoListener:
-            return "nothing listens on that port: the server stopped waiting for this connection (on a loaded "
-                   "server a setup can outlast its connect_timeout, pg_rdma.connect_timeout on PostgreSQL; "
-                   "raise it) or the port is not the one the server sent";
-        case kRejectByPeer:
-            return "the server refused the request (a wrong nonce, or a request from another address than the "
-                   "TCP connection's)";
-        default: return {};
-    }
-}
-
 }  // namespace
 
 CmChannelPtr make_cm_channel(Error& err) {
@@ -89,13 +70,9 @@ bool unexpected_cm_event(const rdma_cm_event& event, rdma_cm_event_type expected
     if (event.event == RDMA_CM_EVENT_ADDR_ERROR || event.event == RDMA_CM_EVENT_ROUTE_ERROR ||
         event.event == RDMA_CM_EVENT_UNREACHABLE)
         code = EHOSTUNREACH;
-    std::string message = fmt::format("{}: got {} (status {}) instead of {}", what, rdma_event_str(event.event),
-                                      event.status, rdma_event_str(expected));
-    if (event.event == RDMA_CM_EVENT_REJECTED) {
-        const std::string why = why_rejected(event.status);
-        message += ": " + (why.empty() ? std::string("the peer did not accept") : why);
-    }
-    return fail(err, code, std::move(message));
+    return fail(err, code,
+                fmt::format("{}: got {} (status {}) instead of {}", what, rdma_event_str(event.event), event.status,
+                            rdma_event_str(expected)));
 }
 
 bool cm_timeout(rdma_cm_event_type awaited, const std::string& what, Error& err) {

@@ -22,9 +22,7 @@ bool take_cm_event(rdma_event_channel* channel, CmEventPtr& event, Error& err);
 
 // Describes an event that is not the `expected` one as a failure of `what`:
 // EHOSTUNREACH for address, route and reachability errors, ECONNREFUSED for
-// the rest (a rejection, a peer that went away). A rejection says what its
-// status means for the user: no listener any more, or the listener refused.
-// Always returns false.
+// the rest (a rejection, a peer that went away). Always returns false.
 bool unexpected_cm_event(const rdma_cm_event& event, rdma_cm_event_type expected, const std::string& what,
                          Error& err);
 

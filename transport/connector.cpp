@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -41,6 +42,37 @@ rdma_cm_event_type Connector::State::awaited(Stage stage) {
         default: return RDMA_CM_EVENT_ESTABLISHED;
     }
 }
+
+namespace {
+
+// IBTA CM REJ reasons, which rdma_cm hands the active side as a REJECTED
+// event's status on InfiniBand and RoCE (iWARP hands negative errnos).
+constexpr int kRejectNoListener = 8;   // IB_CM_REJ_INVALID_SERVICE_ID: nothing listens on that port
+constexpr int kRejectByConsumer = 28;  // IB_CM_REJ_CONSUMER_DEFINED: rdma_reject, or an id destroyed unaccepted
+
+// What a rejection of our connection request means to the user who has to
+// act on it. A server that stops waiting destroys its listener; a request
+// that came just before then is closed unaccepted (28), one that came
+// after finds no listener (8).
+std::string why_rejected(int status) {
+    constexpr const char* kStoppedWaiting =
+        "the server stopped waiting for this connection, whose setup took longer than the server's "
+        "connect_timeout (pg_rdma.connect_timeout on a PostgreSQL server; its log says so)";
+    switch (status) {
+        case kRejectNoListener:
+            return fmt::format("nothing listens on that port any more: {}, or the port is not the one the server "
+                               "sent",
+                               kStoppedWaiting);
+        case kRejectByConsumer:
+            return fmt::format("the server's listener closed the request unaccepted: it refused it (a wrong "
+                               "nonce, or a request from another address than the TCP connection's), or {}",
+                               kStoppedWaiting);
+        default:
+            return fmt::format("the server did not accept: a wrong nonce or address, or {}", kStoppedWaiting);
+    }
+}
+
+}  // namespace
 
 std::string Connector::State::doing(Stage stage) const {
     switch (stage) {
@@ -133,6 +165,7 @@ StepStatus Connector::await_cm_event(Error& err) {
         }
         if (event->event != awaited) {
             unexpected_cm_event(*event, awaited, s.doing(stage_), err);
+            if (event->event == RDMA_CM_EVENT_REJECTED) err.message += ": " + why_rejected(event->status);
             return StepStatus::Failed;
         }
     }

@@ -102,7 +102,10 @@ StepStatus ServerUpgrade::await_client() {
             return finish(UpgradeOutcome::Rdma, {});
         case StepStatus::Failed:
             if (err.code == ETIMEDOUT)
-                err.message = "the client did not complete its RDMA connection in time: " + err.message;
+                err.message = "the client did not complete its RDMA connection within connect_timeout "
+                              "(pg_rdma.connect_timeout on a PostgreSQL server; raise it if clients set up "
+                              "slowly under load): " +
+                              err.message;
             return finish(UpgradeOutcome::TcpSame, std::move(err));
         case StepStatus::InProgress: break;
     }
