@@ -13,6 +13,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdlib>
+#include <mutex>
 #include <new>
 #include <thread>
 #include <utility>
@@ -84,14 +85,17 @@ std::atomic<pid_t> g_pid{0};
 
 void refresh_pid() { g_pid.store(getpid(), std::memory_order_relaxed); }
 
-pid_t current_pid() noexcept {
-    // Refreshed by child_after_fork(), registered with the registry.
-    static const bool ready = [] {
-        refresh_pid();
-        return true;
-    }();
-    (void)ready;
+[[gnu::noinline, gnu::cold]] pid_t first_pid() noexcept {
+    refresh_pid();
     return g_pid.load(std::memory_order_relaxed);
+}
+
+pid_t current_pid() noexcept {
+    // Refreshed by child_after_fork(), registered with the registry; 0
+    // only before the first call (a static initializer's, perhaps): no
+    // guard variable to check on every call.
+    const pid_t pid = g_pid.load(std::memory_order_relaxed);
+    return pid != 0 ? pid : first_pid();
 }
 
 // Before fork(): every connection no call is inside is offered to the
@@ -147,6 +151,13 @@ int errno_for_current_exception() noexcept {
 }
 
 }  // namespace
+
+bool Connection::usable() const noexcept { return stream_ != nullptr && current_pid() == owner_pid_; }
+
+bool Connection::keep_after_fork() noexcept {
+    const std::uint64_t state = fork_state_.load(std::memory_order_acquire);
+    return (state & ForkHandover::kStateMask) == ForkHandover::kOwned || keep_offered(state);
+}
 
 // One call's claim on the connection (see in_use_). In the parent after a
 // fork, the first call also keeps the connection from the fork's offer.
@@ -226,12 +237,9 @@ Connection::~Connection() {
     }
 }
 
-bool Connection::usable() const noexcept { return stream_ != nullptr && current_pid() == owner_pid_; }
-
 bool Connection::made_in_this_process() const noexcept { return current_pid() == owner_pid_; }
 
-bool Connection::keep_after_fork() noexcept {
-    std::uint64_t state = fork_state_.load(std::memory_order_acquire);
+bool Connection::keep_offered(std::uint64_t state) noexcept {
     while ((state & ForkHandover::kStateMask) == ForkHandover::kOffered) {
         if (fork_state_.compare_exchange_weak(state, (state & ~ForkHandover::kStateMask) | ForkHandover::kOwned,
                                               std::memory_order_acq_rel)) {

@@ -121,8 +121,9 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
+
+#include "transport/call_claim.hpp"
 
 namespace pg_rdma::transport {
 
@@ -220,6 +221,9 @@ private:
     // In the parent after a fork: takes the connection back from the offer
     // (false once a child took it). Called with in_use_ held.
     bool keep_after_fork() noexcept;
+    // keep_after_fork() for a connection that is not simply this
+    // process's: out of line, so that every call's check stays short.
+    bool keep_offered(std::uint64_t state) noexcept;
     // A call that found in_use_ held by fork()'s offer (offering_) waits for
     // it (a socketpair() call) instead of failing; true once it holds
     // in_use_. A call from the offering thread itself (a signal handler that
@@ -254,7 +258,7 @@ private:
     std::atomic<int> fd_{-1};
     // Held by every call for its duration; try-locked, so a nested or
     // concurrent call fails instead of waiting or re-entering.
-    std::mutex in_use_;
+    CallClaim in_use_;
 };
 
 }  // namespace pg_rdma::transport
