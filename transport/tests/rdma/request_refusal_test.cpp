@@ -1,0 +1,101 @@
+// A listener refuses a connection request that is not the one it waits
+// for (another session's nonce): the refused client is told what refusals
+// mean, and the listener goes on waiting for the right one. Each client is
+// forked before the parent uses RDMA (fallback_test: a process forked
+// after cannot set RDMA up), and learns the listener's port over a pipe.
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "peer_process.hpp"
+#include "transport/rdma_setup.hpp"
+
+using namespace pg_rdma::test;
+namespace transport = pg_rdma::transport;
+namespace protocol = pg_rdma::protocol;
+
+namespace {
+
+constexpr std::uint8_t kByte = 42;  // sent once the right request got through
+
+protocol::Nonce another_nonce() {
+    protocol::Nonce n = test_nonce();
+    n[0] ^= 0xff;
+    return n;
+}
+
+// A listener on RXE_IP whose port goes to the client waiting on `port`.
+std::unique_ptr<transport::Listener> listen_and_tell(Pipe& port, const Settings& s, transport::Error& err) {
+    const sockaddr_in at = rdma_address(0);
+    auto listener = transport::Listener::create(reinterpret_cast<const sockaddr*>(&at), s, err);
+    if (listener) {
+        const sockaddr_storage bound = listener->local_address();
+        port.send_u32(ntohs(reinterpret_cast<const sockaddr_in&>(bound).sin_port));
+    }
+    return listener;
+}
+
+}  // namespace
+
+TEST_CASE("a request with another session's nonce is refused, its client told why, and the right one still gets in",
+          "[rdma][refusal]") {
+    Pipe port;
+    PeerProcess client([&]() -> int {
+        const sockaddr_in to = rdma_address(static_cast<std::uint16_t>(port.recv_u32()));
+        const auto& dst = reinterpret_cast<const sockaddr&>(to);
+        transport::Error cerr;
+        if (transport::connect(&dst, another_nonce(), Settings{}, cerr)) return 90;
+        std::fprintf(stderr, "refused client: %s\n", cerr.message.c_str());
+        // Status 28 (IB_CM_REJ_CONSUMER_DEFINED): the listener closed it
+        // unaccepted; the message names the refusal among the causes.
+        if (cerr.message.find("REJECTED") == std::string::npos ||
+            cerr.message.find("refused it (a wrong nonce") == std::string::npos)
+            return 91;
+        auto conn = transport::connect(&dst, test_nonce(), Settings{}, cerr);
+        if (!conn) {
+            std::fprintf(stderr, "right client: %s\n", cerr.message.c_str());
+            return 92;
+        }
+        return write_all(*conn, &kByte, 1) ? 0 : 93;
+    });
+    transport::Error err;
+    const auto listener = listen_and_tell(port, Settings{}, err);
+    INFO(err.message);
+    REQUIRE(listener);
+    // One accept sees both requests: it refuses the first and takes the second.
+    auto conn = listener->accept(test_nonce(), nullptr, err);
+    INFO(err.message);
+    REQUIRE(conn);
+    std::uint8_t byte = 0;
+    CHECK(read_exact(*conn, &byte, 1));
+    CHECK(byte == kByte);
+    CHECK(client.wait() == 0);
+}
+
+TEST_CASE("a listener that saw only refused requests says so when it gives up", "[rdma][refusal]") {
+    Pipe port;
+    PeerProcess client([&]() -> int {
+        const sockaddr_in to = rdma_address(static_cast<std::uint16_t>(port.recv_u32()));
+        transport::Error cerr;
+        return transport::connect(reinterpret_cast<const sockaddr*>(&to), another_nonce(), Settings{}, cerr) ? 90 : 0;
+    });
+    transport::Error err;
+    Settings s;
+    s.connect_timeout = std::chrono::milliseconds(3000);
+    const auto listener = listen_and_tell(port, s, err);
+    INFO(err.message);
+    REQUIRE(listener);
+    auto conn = listener->accept(test_nonce(), nullptr, err);
+    CHECK_FALSE(conn);
+    INFO(err.message);
+    CHECK(err.code == ETIMEDOUT);
+    // What the operator needs to see: it was not silence, a request came and was refused.
+    CHECK(err.message.find("refused a request") != std::string::npos);
+    CHECK(err.message.find("nonce") != std::string::npos);
+    CHECK(client.wait() == 0);
+}
