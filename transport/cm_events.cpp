@@ -5,7 +5,10 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -21,7 +24,32 @@ namespace {
 // failed in rdma_connect without a useful errno.
 constexpr int kLibraryDescriptors = 4;
 
+// The process that first made an event channel, with which librdmacm opens
+// its descriptors, and whether this process is a fork of it (or of one of
+// its descendants): set by the fork handler below, in the child, before
+// any of the child's own code runs.
+std::atomic<pid_t> g_rdmacm_user{0};
+std::atomic<bool> g_rdmacm_inherited{false};
+
+void mark_inherited_after_fork() {
+    if (g_rdmacm_user.load(std::memory_order_relaxed) != 0) g_rdmacm_inherited.store(true, std::memory_order_relaxed);
+}
+
+// Registered when the library is loaded, before the program can fork.
+[[maybe_unused]] const bool g_fork_handler_registered =
+    pthread_atfork(nullptr, nullptr, &mark_inherited_after_fork) == 0;
+
 }  // namespace
+
+bool rdma_setup_possible(Error& err) noexcept {
+    if (!g_rdmacm_inherited.load(std::memory_order_relaxed)) return true;
+    return fail(err, EOPNOTSUPP,
+                fmt::format("RDMA cannot be set up in this process: it was forked from process {} (or a descendant "
+                            "of it) after that process had used RDMA, and librdmacm keeps the device descriptors "
+                            "it opened there, which the kernel does not let another process use. Make RDMA "
+                            "connections in a process forked before any RDMA use, or exec after fork",
+                            g_rdmacm_user.load(std::memory_order_relaxed)));
+}
 
 namespace {
 
@@ -37,12 +65,15 @@ constexpr std::uint8_t kRnrRetryCount = 3;
 CmChannelPtr make_cm_channel(Error& err) {
     // Every setup starts here: check the descriptors for the whole
     // connection, and librdmacm's own, up front.
+    if (!rdma_setup_possible(err)) return nullptr;
     if (!check_descriptor_headroom(kDescriptorsPerConnection + kLibraryDescriptors, err)) return nullptr;
     CmChannelPtr channel(rdma_create_event_channel());
     if (!channel) {
         fail_errno(err, errno != 0 ? errno : ENODEV, "rdma_create_event_channel");
         return nullptr;
     }
+    pid_t nobody = 0;
+    g_rdmacm_user.compare_exchange_strong(nobody, getpid(), std::memory_order_relaxed);
     const int flags = fcntl(channel->fd, F_GETFL);
     if (flags < 0 || fcntl(channel->fd, F_SETFL, flags | O_NONBLOCK) != 0) {
         fail_errno(err, errno, "fcntl(rdma_cm channel, O_NONBLOCK)");

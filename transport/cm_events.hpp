@@ -12,8 +12,18 @@
 namespace pg_rdma::transport {
 
 // A new event channel whose fd is non-blocking: setup steps and Stream
-// take events from it without ever waiting.
+// take events from it without ever waiting. Fails, as rdma_setup_possible()
+// does, in a process forked after its parent had used RDMA.
 CmChannelPtr make_cm_channel(Error& err);
+
+// False, with what to do, in a process forked from one that had already
+// used librdmacm: librdmacm keeps the verbs descriptors it opened in that
+// process for good, no call of it opens them anew, and the kernel refuses
+// a verbs command that comes through a descriptor another process opened
+// (EACCES: rxe and siw ring their doorbells that way). Connections made
+// before the fork are not concerned: they are handed over
+// (fork_handover.hpp).
+bool rdma_setup_possible(Error& err) noexcept;
 
 // Takes the next event on `channel` into `event` if one is there, leaving
 // it empty when there is none yet (wait for POLLIN on channel->fd). False,

@@ -40,7 +40,7 @@ public:
 
 bool rdma_usable(const Settings& settings, Error& err) noexcept {
     try {
-        if (!check_settings(settings, err)) return false;
+        if (!check_settings(settings, err) || !rdma_setup_possible(err)) return false;
         int count = 0;
         ibv_device** list = ibv_get_device_list(&count);
         if (list != nullptr) ibv_free_device_list(list);

@@ -13,6 +13,7 @@
 #include "peer_process.hpp"
 #include "tcp_peer.hpp"
 #include "protocol/upgrade.hpp"
+#include "transport/rdma_setup.hpp"
 #include "transport/tcp_upgrade.hpp"
 
 using namespace pg_rdma::test;
@@ -190,4 +191,34 @@ TEST_CASE("a client that gives up on RDMA after the server accepted continues on
     });
     CHECK(run_server(tcp) == UpgradeOutcome::TcpSame);
     CHECK(client.wait() == 0);
+}
+
+TEST_CASE("a process forked after its parent used RDMA stays on TCP with prefer and fails with require, saying why",
+          "[rdma][fallback][fork]") {
+    // The parent's use: a listener bound to the device, so librdmacm has
+    // opened it in the parent. The child it forks then asks for RDMA.
+    const auto forked_after_use = [](std::uint16_t port, Mode mode) {
+        return [port, mode]() -> int {
+            transport::Error err;
+            const sockaddr_in at = rdma_address(0);
+            auto listener = transport::Listener::create(reinterpret_cast<const sockaddr*>(&at), Settings{}, err);
+            if (!listener) return 81;
+            PeerProcess child([&] { return run_client(port, mode, no_change, "forked from process"); });
+            return child.wait();
+        };
+    };
+    TcpListener tcp;
+    {
+        PeerProcess client(forked_after_use(tcp.port, Mode::Prefer));
+        CHECK(run_server(tcp) == UpgradeOutcome::TcpSame);  // the client asked for nothing
+        CHECK(client.wait() == code_of(UpgradeOutcome::TcpSame));
+    }
+    {
+        PeerProcess client(forked_after_use(tcp.port, Mode::Require));
+        const int fd = tcp.accept_one();
+        std::uint8_t byte = 0;
+        CHECK(recv(fd, &byte, 1, 0) == 0);  // nothing sent, connection closed
+        close(fd);
+        CHECK(client.wait() == code_of(UpgradeOutcome::Failed));
+    }
 }
