@@ -46,8 +46,9 @@ bool rdma_setup_possible(Error& err) noexcept {
     return fail(err, EOPNOTSUPP,
                 fmt::format("RDMA cannot be set up in this process: it was forked from process {} (or a descendant "
                             "of it) after that process had used RDMA, and librdmacm keeps the device descriptors "
-                            "it opened there, which the kernel does not let another process use. Make RDMA "
-                            "connections in a process forked before any RDMA use, or exec after fork",
+                            "it opened there, which a forked process cannot use (the kernel refuses rxe's and "
+                            "siw's commands through them). Make RDMA connections in a process forked before any "
+                            "RDMA use, or exec after fork",
                             g_rdmacm_user.load(std::memory_order_relaxed)));
 }
 

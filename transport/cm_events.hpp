@@ -18,11 +18,13 @@ CmChannelPtr make_cm_channel(Error& err);
 
 // False, with what to do, in a process forked from one that had already
 // used librdmacm: librdmacm keeps the verbs descriptors it opened in that
-// process for good, no call of it opens them anew, and the kernel refuses
-// a verbs command that comes through a descriptor another process opened
-// (EACCES: rxe and siw ring their doorbells that way). Connections made
-// before the fork are not concerned: they are handed over
-// (fork_handover.hpp).
+// process for good, and no call of it opens them anew. The kernel refuses
+// a write() command through a descriptor another process opened (EACCES),
+// which is how rxe and siw ring their doorbells; on other devices the
+// child's queue pairs and pinned memory would belong to the parent's
+// device context, outliving the child. So the decline is for every device,
+// conservatively. Connections made before the fork are not concerned: they
+// are handed over (fork_handover.hpp).
 bool rdma_setup_possible(Error& err) noexcept;
 
 // Takes the next event on `channel` into `event` if one is there, leaving

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "peer_process.hpp"
+#include "tcp_peer.hpp"
 #include "transport/rdma_setup.hpp"
 
 using namespace pg_rdma::test;
@@ -46,6 +47,7 @@ TEST_CASE("a request with another session's nonce is refused, its client told wh
           "[rdma][refusal]") {
     Pipe port;
     PeerProcess client([&]() -> int {
+        warm_up_rdma_libraries();  // the first use's cost, before the listener's deadline runs
         const sockaddr_in to = rdma_address(static_cast<std::uint16_t>(port.recv_u32()));
         const auto& dst = reinterpret_cast<const sockaddr&>(to);
         transport::Error cerr;
@@ -80,13 +82,15 @@ TEST_CASE("a request with another session's nonce is refused, its client told wh
 TEST_CASE("a listener that saw only refused requests says so when it gives up", "[rdma][refusal]") {
     Pipe port;
     PeerProcess client([&]() -> int {
+        warm_up_rdma_libraries();
         const sockaddr_in to = rdma_address(static_cast<std::uint16_t>(port.recv_u32()));
         transport::Error cerr;
         return transport::connect(reinterpret_cast<const sockaddr*>(&to), another_nonce(), Settings{}, cerr) ? 90 : 0;
     });
     transport::Error err;
     Settings s;
-    s.connect_timeout = std::chrono::milliseconds(3000);
+    // Long enough for the refused request to arrive on a loaded emulated CPU.
+    s.connect_timeout = std::chrono::milliseconds(6000);
     const auto listener = listen_and_tell(port, s, err);
     INFO(err.message);
     REQUIRE(listener);
