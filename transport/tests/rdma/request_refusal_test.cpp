@@ -5,11 +5,8 @@
 // after cannot set RDMA up), and learns the listener's port over a pipe.
 #include <catch2/catch.hpp>
 
-#include <arpa/inet.h>
-
 #include <cerrno>
 #include <cstdio>
-#include <memory>
 #include <string>
 
 #include "peer_process.hpp"
@@ -28,17 +25,6 @@ protocol::Nonce another_nonce() {
     protocol::Nonce n = test_nonce();
     n[0] ^= 0xff;
     return n;
-}
-
-// A listener on RXE_IP whose port goes to the client waiting on `port`.
-std::unique_ptr<transport::Listener> listen_and_tell(Pipe& port, const Settings& s, transport::Error& err) {
-    const sockaddr_in at = rdma_address(0);
-    auto listener = transport::Listener::create(reinterpret_cast<const sockaddr*>(&at), s, err);
-    if (listener) {
-        const sockaddr_storage bound = listener->local_address();
-        port.send_u32(ntohs(reinterpret_cast<const sockaddr_in&>(bound).sin_port));
-    }
-    return listener;
 }
 
 }  // namespace
@@ -65,12 +51,10 @@ TEST_CASE("a request with another session's nonce is refused, its client told wh
         }
         return write_all(*conn, &kByte, 1) ? 0 : 93;
     });
-    transport::Error err;
-    const auto listener = listen_and_tell(port, Settings{}, err);
-    INFO(err.message);
-    REQUIRE(listener);
+    Rendezvous rendezvous(port, Settings{});
     // One accept sees both requests: it refuses the first and takes the second.
-    auto conn = listener->accept(test_nonce(), nullptr, err);
+    transport::Error err;
+    auto conn = rendezvous.listener().accept(test_nonce(), nullptr, err);
     INFO(err.message);
     REQUIRE(conn);
     std::uint8_t byte = 0;
@@ -87,14 +71,12 @@ TEST_CASE("a listener that saw only refused requests says so when it gives up", 
         transport::Error cerr;
         return transport::connect(reinterpret_cast<const sockaddr*>(&to), another_nonce(), Settings{}, cerr) ? 90 : 0;
     });
-    transport::Error err;
     Settings s;
     // Long enough for the refused request to arrive on a loaded emulated CPU.
     s.connect_timeout = std::chrono::milliseconds(6000);
-    const auto listener = listen_and_tell(port, s, err);
-    INFO(err.message);
-    REQUIRE(listener);
-    auto conn = listener->accept(test_nonce(), nullptr, err);
+    Rendezvous rendezvous(port, s);
+    transport::Error err;
+    auto conn = rendezvous.listener().accept(test_nonce(), nullptr, err);
     CHECK_FALSE(conn);
     INFO(err.message);
     CHECK(err.code == ETIMEDOUT);
