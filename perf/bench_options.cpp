@@ -8,8 +8,8 @@
 namespace pg_rdma::perf {
 
 const char* const kUsage =
-    "usage: transport_bench server --addr IP [--port P] [--tcp] [--spin] [--nonce HEX]\n"
-    "       transport_bench client --addr IP [--port P] [--tcp] [--spin] [--nonce HEX]\n"
+    "usage: transport_bench server --addr IP [--port P] [--tcp|--rsocket] [--spin] [--nonce HEX]\n"
+    "       transport_bench client --addr IP [--port P] [--tcp|--rsocket] [--spin] [--nonce HEX]\n"
     "                              --mode latency|bandwidth --sizes N[,N...] (K/M suffixes)\n"
     "                              [--iters N] [--seconds S]\n"
     "       transport_bench settings\n";
@@ -121,13 +121,17 @@ double parse_seconds(const std::string& text)
     return seconds;
 }
 
-// Applies one "--name value" option (or the flag --tcp); returns how many
-// arguments it used.
+// Applies one "--name value" option (or a flag: --tcp, --rsocket, --spin);
+// returns how many arguments it used.
 int apply_option(Parsed& p, std::string_view name, const char* value)
 {
     Options& o = p.options;
     if (name == "--tcp") {
         o.tcp = true;
+        return 1;
+    }
+    if (name == "--rsocket") {
+        o.rsocket = true;
         return 1;
     }
     if (name == "--spin") {
@@ -163,6 +167,8 @@ void check_complete(const Parsed& p)
         return;
     if (o.addr.empty())
         throw UsageError("--addr is required");
+    if (o.tcp && o.rsocket)
+        throw UsageError("--tcp and --rsocket: choose one transport");
     if (o.role == Role::Client && (!p.mode_given || o.plan.sizes.empty()))
         throw UsageError("a client needs --mode and --sizes");
 }

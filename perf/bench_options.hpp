@@ -26,6 +26,7 @@ struct Options {
     std::string addr;
     std::uint16_t port = kDefaultPort;
     bool tcp = false;
+    bool rsocket = false;     // librdmacm's rsocket instead of ours (rsocket_stream.hpp)
     bool spin = false;        // busy-poll instead of sleeping (transport_bench.cpp)
     protocol::Nonce nonce{};  // both ends must agree; all zeros by default
     ClientPlan plan;

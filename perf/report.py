@@ -45,10 +45,12 @@ PERFTEST_BW = ("ib_write_bw", "ib_send_bw", "ib_send_bw_events")
 BW_SIZES = [4096, 65536, 1048576]
 
 # Targets, for display only: ours p50 at most 1.3x ib_write_lat's typical and
-# ours below rstream; bandwidth at least 0.9x ib_write_bw and above rstream;
-# pinned memory per connection at most 512 KiB.
+# ours below rstream (rstream's average, and the p50 of rsocket timed by our
+# own loop); bandwidth at least 0.9x ib_write_bw and above rstream; pinned
+# memory per connection at most 512 KiB.
 TARGET_LAT_VS_IB = 1.30
 TARGET_LAT_VS_RSTREAM = 1.00  # strictly below
+TARGET_LAT_VS_RSOCKET = 1.00  # p50 at or below, the same loop timing both
 TARGET_BW_VS_IB = 0.90
 TARGET_BW_VS_RSTREAM = 1.00   # strictly above
 
@@ -199,7 +201,7 @@ def best_of_rounds(rounds, log_name, size, parse, metric, lower_is_better):
 
 
 # transport_bench runs: their message counts include its warm-up.
-OURS_TOOLS = ("ours", "ours_spin", "ours_vcopy", "tcp")
+OURS_TOOLS = ("ours", "ours_spin", "ours_vcopy", "tcp", "rsocket", "rsocket_spin")
 
 # tool key -> (log name, parser, metric used to pick the best round)
 LATENCY_TOOLS = {
@@ -214,6 +216,10 @@ LATENCY_TOOLS = {
     "ib_send_lat": ("ib_send_lat", parse_perftest_lat, "typical_us"),
     "ib_send_lat_events": ("ib_send_lat_e", parse_perftest_lat, "typical_us"),
     "rstream": ("rstream-lat", parse_rstream, "avg_us"),
+    # rsocket through transport_bench's own loop, timed as ours is:
+    # waiting in its rpoll(), and busy-polling as rstream does.
+    "rsocket": ("rsocket-lat", parse_ours_latency, "p50_us"),
+    "rsocket_spin": ("rsocket-lat-spin", parse_ours_latency, "p50_us"),
 }
 BANDWIDTH_TOOLS = {
     "ours": ("ours-bw", parse_ours_bandwidth, "MiBps"),
@@ -235,6 +241,11 @@ def field(d, key):
 
 def ratio(a, b):
     return None if a is None or not b else round(a / b, 3)
+
+
+def lowest(*values):
+    known = [v for v in values if v is not None]
+    return min(known) if known else None
 
 
 def verdict(value, limit, op):
@@ -300,12 +311,25 @@ def latency_row(rounds, size):
          "ours_spin_p50_over_ib_send_lat_typical":
          ratio(field(row["ours_spin"], "p50_us"), field(row["ib_send_lat"], "typical_us")),
          "ours_p50_over_ib_send_lat_events_typical":
-         ratio(field(row["ours"], "p50_us"), field(row["ib_send_lat_events"], "typical_us"))}
+         ratio(field(row["ours"], "p50_us"), field(row["ib_send_lat_events"], "typical_us")),
+         # Like for like, the same loop and clock: each way of waiting
+         # against rsocket's own, and ours against rsocket's better p50.
+         "ours_p50_over_rsocket_p50": ratio(field(row["ours"], "p50_us"), field(row["rsocket"], "p50_us")),
+         "ours_avg_over_rsocket_avg": ratio(field(row["ours"], "avg_us"), field(row["rsocket"], "avg_us")),
+         "ours_spin_p50_over_rsocket_spin_p50":
+         ratio(field(row["ours_spin"], "p50_us"), field(row["rsocket_spin"], "p50_us")),
+         "ours_spin_avg_over_rsocket_spin_avg":
+         ratio(field(row["ours_spin"], "avg_us"), field(row["rsocket_spin"], "avg_us")),
+         "ours_p50_over_rsocket_best_p50":
+         ratio(field(row["ours"], "p50_us"), lowest(field(row["rsocket"], "p50_us"),
+                                                    field(row["rsocket_spin"], "p50_us")))}
     row["ratios"] = r
     row["targets"] = {
         "p50_at_most_1.3x_ib_write_lat":
         verdict(r["ours_p50_over_ib_write_lat_typical"], TARGET_LAT_VS_IB, "le"),
-        "below_rstream": verdict(r["ours_avg_over_rstream_avg"], TARGET_LAT_VS_RSTREAM, "lt")}
+        "below_rstream": verdict(r["ours_avg_over_rstream_avg"], TARGET_LAT_VS_RSTREAM, "lt"),
+        "p50_at_most_rsocket":
+        verdict(r["ours_p50_over_rsocket_best_p50"], TARGET_LAT_VS_RSOCKET, "le")}
     return row
 
 
@@ -483,6 +507,19 @@ def print_latency(rows):
           num(r["ratios"]["ours_p50_over_tcp_p50"]),
           num(r["ratios"]["ours_spin_p50_over_ib_write_lat_typical"])]
          for r in rows if r["size"] != PERFTEST_FLOOR_SIZE])
+    print_table(
+        "Against rsocket in transport_bench's own loop, timed as ours is (rsocket: waiting in its"
+        " rpoll(); spin: both busy-poll), us and ratios (target: ours p50 at or below rsocket's"
+        " better p50)",
+        ["size", "rsocket p50", "rsocket avg", "rs spin p50", "rs spin avg", "ours p50/best",
+         "ours p50/rs", "ours avg/rs", "spin p50/rs spin", "spin avg/rs spin"],
+        [[size_label(r["size"]), num(field(r["rsocket"], "p50_us")), num(field(r["rsocket"], "avg_us")),
+          num(field(r["rsocket_spin"], "p50_us")), num(field(r["rsocket_spin"], "avg_us")),
+          target_cell(r["ratios"]["ours_p50_over_rsocket_best_p50"], r["targets"]["p50_at_most_rsocket"]),
+          num(r["ratios"]["ours_p50_over_rsocket_p50"]), num(r["ratios"]["ours_avg_over_rsocket_avg"]),
+          num(r["ratios"]["ours_spin_p50_over_rsocket_spin_p50"]),
+          num(r["ratios"]["ours_spin_avg_over_rsocket_spin_avg"])]
+         for r in rows if r["size"] != PERFTEST_FLOOR_SIZE])
 
 
 def print_latency_mechanism(rows):
@@ -573,10 +610,11 @@ def print_vcopy(lat, bw, speeds, threshold):
 def print_cpu(lat, bw):
     print_table(
         "CPU per message, us (client + server process, user + system; latency runs)",
-        ["size", "ours", "spin", "tcp", "ib_write_lat", "ib_send_lat", "send -e", "rstream"],
+        ["size", "ours", "spin", "tcp", "ib_write_lat", "ib_send_lat", "send -e", "rstream", "rsocket",
+         "rs spin"],
         [[size_label(r["size"])] + [num(field(r[t], "cpu_us_per_message"))
                                     for t in ("ours", "ours_spin", "tcp") + PERFTEST_LAT
-                                    + ("rstream",)]
+                                    + ("rstream", "rsocket", "rsocket_spin")]
          for r in lat if r["size"] != PERFTEST_FLOOR_SIZE])
     print_table(
         "CPU per MiB moved, ms (client + server process, user + system; bandwidth runs)",
@@ -601,6 +639,10 @@ def draw_chart(lat, bw, png):
         if value is not None:
             bars.append(("latency %s: ours / rstream" % size_label(r["size"]), value,
                          value < TARGET_LAT_VS_RSTREAM))
+        value = r["ratios"]["ours_p50_over_rsocket_best_p50"]
+        if value is not None:
+            bars.append(("latency %s: ours p50 / rsocket p50" % size_label(r["size"]), value,
+                         value <= TARGET_LAT_VS_RSOCKET))
     for r in bw:
         value = r["ratios"]["ours_over_ib_write_bw"]
         if value is not None:
@@ -730,8 +772,9 @@ def print_header(env):
              env.get("cpus", "?"), env.get("started", "?"), env.get("duration_s", "?"),
              env.get("rounds_run", "?"), env.get("rounds", "?")))
     print("Soft-RoCE in a TCG guest: only the ratios mean anything. ours and tcp wait in poll()"
-          " (ours after its adaptive spin), ib_send_* -e on completion events; spin (ours"
-          " spinning up to 100 ms in wait()), the other perftest tools and rstream busy-poll.\n")
+          " (ours after its adaptive spin), rsocket in its rpoll(), ib_send_* -e on completion"
+          " events; spin (ours spinning up to 100 ms in wait()), rsocket spin, the other perftest"
+          " tools and rstream busy-poll.\n")
 
 
 def print_noise(spread):

@@ -12,6 +12,9 @@
 #            completion events (-e): raw verbs with ours' mechanism, a
 #            receive completion per message
 #   rstream  librdmacm's rsocket benchmark
+#   rsocket  rsocket again, through transport_bench's own loop (--rsocket),
+#            so that its p50 and average are timed as ours are: waiting
+#            in its rpoll(), and busy-polling as rstream does
 #   pairs    8 request/response pairs at once, 64 B: ours, tcp and
 #            ib_send_lat -e (raw verbs sleeping on completion events), for
 #            what a device's wakeups cost when processes share the CPUs
@@ -74,7 +77,7 @@ readonly PAIR_TIMEOUT_S=120        # any one server or client process
 readonly LISTEN_WAIT_S=30          # for a server to start listening
 
 # Fixed ports, one per tool (servers run one at a time).
-readonly OURS_PORT=18600 TCP_PORT=18601 PERFTEST_PORT=18515 RSTREAM_PORT=7471
+readonly OURS_PORT=18600 TCP_PORT=18601 RSOCKET_PORT=18602 PERFTEST_PORT=18515 RSTREAM_PORT=7471
 
 # Pairs at once: as many clients as pgbench's 8, each with its server, on
 # the guest's CPUs. Each pair's port is its tool's base + its number.
@@ -305,6 +308,8 @@ latency_size() {
   perftest ib_send_lat ib_send_lat "$size" -n "$(lat_iters "$size")"
   perftest ib_send_lat_e ib_send_lat "$size" -n "$(lat_iters "$size")" -e
   rstream_pair rstream-lat "$size" -C 1 -I "$(lat_iters "$size")"
+  ours rsocket-lat "$RSOCKET_PORT" latency "$size" --rsocket
+  ours rsocket-lat-spin "$RSOCKET_PORT" latency "$size" --rsocket --spin
 }
 
 bandwidth_size() {

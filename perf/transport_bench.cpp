@@ -1,10 +1,10 @@
 // transport_bench: ping-pong latency and streaming bandwidth between two
-// processes, over the pg_rdma transport or (--tcp) plain TCP sockets running
-// the identical code. perf/run-transport-bench.sh runs it in the Soft-RoCE
+// processes, over the pg_rdma transport, (--tcp) plain TCP sockets or
+// (--rsocket) librdmacm's rsocket, all running the identical code. perf/run-transport-bench.sh runs it in the Soft-RoCE
 // guest next to perftest and rstream; perf/README.md explains the figures.
 //
-//   transport_bench server --addr IP [--port P] [--tcp] [--spin] [--nonce HEX]
-//   transport_bench client --addr IP [--port P] [--tcp] [--spin] [--nonce HEX]
+//   transport_bench server --addr IP [--port P] [--tcp|--rsocket] [--spin] [--nonce HEX]
+//   transport_bench client --addr IP [--port P] [--tcp|--rsocket] [--spin] [--nonce HEX]
 //                          --mode latency|bandwidth --sizes N[,N...]
 //                          [--iters N] [--seconds S]
 //   transport_bench settings
@@ -18,9 +18,10 @@
 // Latency is one-way: round trip / 2, as perftest's ib_write_lat reports it.
 // After EAGAIN both ends wait: a socket in poll() on its fd, an RDMA
 // connection in its wait() (an adaptive busy-poll, then poll() on its fd),
-// as the server extension and the client library do. --spin busy-polls
-// instead, as perftest and rstream do: a socket retries at once, an RDMA
-// connection's wait() spins up to 100 ms before it sleeps.
+// as the server extension and the client library do; an rsocket in rpoll().
+// --spin busy-polls instead, as perftest and rstream do: a socket or an
+// rsocket retries at once, an RDMA connection's wait() spins up to 100 ms
+// before it sleeps.
 // Exit status: 0 done, 1 failed, 2 usage, 3 built without the transport.
 #include <cstdio>
 #include <exception>
@@ -36,6 +37,7 @@
 #include "perf/tcp_stream.hpp"
 #ifdef PG_RDMA_BENCH_HAVE_RDMA
 #include "perf/rdma_stream.hpp"
+#include "perf/rsocket_stream.hpp"
 #endif
 
 namespace pg_rdma::perf {
@@ -67,6 +69,8 @@ std::unique_ptr<ByteStream> open_server(const Options& o, const Endpoint& ep)
     if (o.tcp)
         return tcp_accept_one(ep, kAcceptTimeoutMs);
 #ifdef PG_RDMA_BENCH_HAVE_RDMA
+    if (o.rsocket)
+        return rsocket_accept_one(ep, kAcceptTimeoutMs);
     return rdma_accept_one(ep, o.nonce, kAcceptTimeoutMs, o.spin);
 #else
     no_transport();
@@ -78,6 +82,8 @@ std::unique_ptr<ByteStream> open_client(const Options& o, const Endpoint& ep)
     if (o.tcp)
         return tcp_connect(ep);
 #ifdef PG_RDMA_BENCH_HAVE_RDMA
+    if (o.rsocket)
+        return rsocket_connect(ep);
     print_line(rdma_settings_line(o.spin));
     return rdma_connect(ep, o.nonce, o.spin);
 #else
