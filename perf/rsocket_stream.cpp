@@ -8,7 +8,9 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "perf/bench_error.hpp"
@@ -21,6 +23,8 @@ namespace {
 // rstream's buffer size when not given one (its -B): the same here, so
 // that this figure and rstream's measure one configuration.
 constexpr int kBufferBytes = 512 * 1024;
+// How often a listener looks for its client; setup is never timed.
+constexpr std::chrono::milliseconds kAcceptPollInterval{1};
 
 // Owns one rsocket (an index of librdmacm's, not a kernel descriptor).
 class RsocketFd {
@@ -40,33 +44,36 @@ private:
     int fd_;
 };
 
+// librdmacm before v63 (Debian 12 ships v44) mis-times rpoll()'s timeout
+// (each wakeup takes the time since the call began off what is left, so a
+// timeout can end far too soon), and one rpoll() that times out leaves the
+// library's poll state such that every later one that must wait spins in
+// sched_yield() for good. So this stream never gives rpoll() a timeout:
+// accept polls raccept() itself, connect blocks, and wait() waits without
+// a limit (the runner's timeout bounds a run that never wakes).
 class RsocketStream final : public ByteStream {
 public:
     explicit RsocketStream(int fd) : fd_(fd) {}
-    ~RsocketStream() override { ::rshutdown(fd_.get(), SHUT_RDWR); }
-    RsocketStream(const RsocketStream&) = delete;
-    RsocketStream& operator=(const RsocketStream&) = delete;
 
     ssize_t read(void* buf, std::size_t len) override { return ::rrecv(fd_.get(), buf, len, 0); }
     ssize_t write(const void* buf, std::size_t len) override { return ::rsend(fd_.get(), buf, len, 0); }
     [[nodiscard]] int fd() const override { return fd_.get(); }
     // rpoll, not poll: an rsocket is no kernel descriptor, and rpoll is
     // how an rsocket application waits (its spin, then its sleep).
-    bool wait(short events, int timeout_ms) override
+    bool wait(short events, int /*timeout_ms: see above*/) override
     {
         pollfd pfd{};
         pfd.fd = fd_.get();
         pfd.events = events;
-        const int n = ::rpoll(&pfd, 1, timeout_ms);
-        if (n < 0 && errno != EINTR)
+        if (::rpoll(&pfd, 1, -1) < 0 && errno != EINTR)
             throw_errno("rpoll");
-        return n != 0;
+        return true;
     }
     [[nodiscard]] const char* name() const override { return "rsocket"; }
     [[nodiscard]] std::string stats_fields() const override { return {}; }
 
 private:
-    RsocketFd fd_;
+    RsocketFd fd_;  // rclose() shuts a connected rsocket down
 };
 
 void set_int_option(int fd, int level, int name, int value, const char* what)
@@ -113,24 +120,29 @@ std::unique_ptr<ByteStream> rsocket_accept_one(const Endpoint& at, int accept_ti
     socklen_t bound_len = sizeof bound;
     if (::rgetsockname(listener.get(), reinterpret_cast<sockaddr*>(&bound), &bound_len) != 0)
         throw_errno("rgetsockname");
+    // A non-blocking raccept() polled against our own deadline: rpoll()'s
+    // timeout cannot be trusted (RsocketStream).
+    if (::rfcntl(listener.get(), F_SETFL, O_NONBLOCK) != 0)
+        throw_errno("rfcntl(O_NONBLOCK)");
     print_listening("rsocket", port_of(bound));
-    pollfd pfd{};
-    pfd.fd = listener.get();
-    pfd.events = POLLIN;
-    const int n = ::rpoll(&pfd, 1, accept_timeout_ms);
-    if (n < 0)
-        throw_errno("rpoll(listener)");
-    if (n == 0)
-        throw BenchError("raccept: no client within " + std::to_string(accept_timeout_ms / 1000) + " s");
-    const int fd = ::raccept(listener.get(), nullptr, nullptr);
-    if (fd < 0)
-        throw_errno("raccept");
-    return make_stream(fd);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(accept_timeout_ms);
+    for (;;) {
+        const int fd = ::raccept(listener.get(), nullptr, nullptr);
+        if (fd >= 0)
+            return make_stream(fd);
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            throw_errno("raccept");
+        if (std::chrono::steady_clock::now() >= deadline)
+            throw BenchError("raccept: no client within " + std::to_string(accept_timeout_ms / 1000) + " s");
+        std::this_thread::sleep_for(kAcceptPollInterval);
+    }
 }
 
 std::unique_ptr<ByteStream> rsocket_connect(const Endpoint& to)
 {
     RsocketFd fd(new_rsocket(to));
+    // Blocking, without a limit of its own (RsocketStream): the runner's
+    // timeout bounds it.
     if (::rconnect(fd.get(), to.sa(), to.addr_len) != 0)
         throw_errno("rconnect");
     return make_stream(fd.release());

@@ -15,7 +15,9 @@ namespace pg_rdma::perf {
 // Set up as rstream sets up its sockets: 512 KiB send and receive buffers,
 // TCP_NODELAY, non-blocking calls and the library's default inline size.
 // Waiting (when not spinning) is rsocket's own rpoll(): it busy-polls for
-// the library's polling_time, then sleeps on the completion channel.
+// the library's polling_time, then sleeps on the completion channel; it is
+// never given a timeout (rsocket_stream.cpp says why), so such a wait has
+// no slice after which the benchmark looks again.
 // Listens on `at`, prints "listening transport=rsocket port=N", accepts
 // one client (waiting at most `accept_timeout_ms`) and stops listening.
 std::unique_ptr<ByteStream> rsocket_accept_one(const Endpoint& at, int accept_timeout_ms);

@@ -77,7 +77,11 @@ readonly PAIR_TIMEOUT_S=120        # any one server or client process
 readonly LISTEN_WAIT_S=30          # for a server to start listening
 
 # Fixed ports, one per tool (servers run one at a time).
-readonly OURS_PORT=18600 TCP_PORT=18601 RSOCKET_PORT=18602 PERFTEST_PORT=18515 RSTREAM_PORT=7471
+readonly OURS_PORT=18600 TCP_PORT=18601 PERFTEST_PORT=18515 RSTREAM_PORT=7471
+# rsocket's runs each take the next of these ports, so that none depends
+# on how soon librdmacm lets a port go after the run before.
+readonly RSOCKET_PORTS_FROM=18800 RSOCKET_PORTS=50
+RSOCKET_RUNS=0
 
 # Pairs at once: as many clients as pgbench's 8, each with its server, on
 # the guest's CPUs. Each pair's port is its tool's base + its number.
@@ -171,6 +175,15 @@ ours() {
     env "${OURS_ENV[@]}" "$BENCH" server --addr "$RXE_IP" --port "$port" "$@" -- \
     env "${OURS_ENV[@]}" "$BENCH" client --addr "$RXE_IP" --port "$port" "$@" --mode "$mode" \
     --sizes "$size" "${budget[@]}"
+}
+
+# rsocket NAME MODE SIZE FLAGS...: ours with --rsocket, on the next of
+# RSOCKET_PORTS.
+rsocket() {
+  local port=$((RSOCKET_PORTS_FROM + RSOCKET_RUNS % RSOCKET_PORTS))
+  RSOCKET_RUNS=$((RSOCKET_RUNS + 1))
+  local name=$1 mode=$2 size=$3; shift 3
+  ours "$name" "$port" "$mode" "$size" --rsocket "$@"
 }
 
 # ours_vcopy NAME PORT MODE SIZE: ours with memcpy kept on vector moves
@@ -308,8 +321,8 @@ latency_size() {
   perftest ib_send_lat ib_send_lat "$size" -n "$(lat_iters "$size")"
   perftest ib_send_lat_e ib_send_lat "$size" -n "$(lat_iters "$size")" -e
   rstream_pair rstream-lat "$size" -C 1 -I "$(lat_iters "$size")"
-  ours rsocket-lat "$RSOCKET_PORT" latency "$size" --rsocket
-  ours rsocket-lat-spin "$RSOCKET_PORT" latency "$size" --rsocket --spin
+  rsocket rsocket-lat latency "$size"
+  rsocket rsocket-lat-spin latency "$size" --spin
 }
 
 bandwidth_size() {
@@ -353,6 +366,8 @@ write_env() {
     echo "host_load_before=${PG_RDMA_BENCH_HOST_LOAD:-unknown}"
     echo "raw_logs=$RAW"
     echo "rep_movsb_threshold=$(rep_movsb_threshold)"
+    # rsocket's behaviour (rsocket_stream.cpp) and rstream come with it.
+    echo "librdmacm=$(dpkg-query -W -f='${Version}' librdmacm1 2>/dev/null)"
     echo "pairs=$PAIRS"
     echo "pairs_size=$PAIRS_SIZE"
     echo "pairs_round_trips=$PAIRS_ROUND_TRIPS"
