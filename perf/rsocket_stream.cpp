@@ -15,6 +15,7 @@
 
 #include "perf/bench_error.hpp"
 #include "perf/bench_report.hpp"
+#include "perf/owned_fd.hpp"
 
 namespace pg_rdma::perf {
 
@@ -26,23 +27,8 @@ constexpr int kBufferBytes = 512 * 1024;
 // How often a listener looks for its client; setup is never timed.
 constexpr std::chrono::milliseconds kAcceptPollInterval{1};
 
-// Owns one rsocket (an index of librdmacm's, not a kernel descriptor).
-class RsocketFd {
-public:
-    explicit RsocketFd(int fd) : fd_(fd) {}
-    ~RsocketFd()
-    {
-        if (fd_ >= 0)
-            ::rclose(fd_);
-    }
-    RsocketFd(const RsocketFd&) = delete;
-    RsocketFd& operator=(const RsocketFd&) = delete;
-    [[nodiscard]] int get() const { return fd_; }
-    int release() { return std::exchange(fd_, -1); }
-
-private:
-    int fd_;
-};
+// An rsocket is an index of librdmacm's, not a kernel descriptor.
+using RsocketFd = OwnedFd<::rclose>;
 
 // librdmacm before v63 (Debian 12 ships v44) mis-times rpoll()'s timeout
 // (each wakeup takes the time since the call began off what is left, so a

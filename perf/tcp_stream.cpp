@@ -12,28 +12,13 @@
 
 #include "perf/bench_error.hpp"
 #include "perf/bench_report.hpp"
+#include "perf/owned_fd.hpp"
 
 namespace pg_rdma::perf {
 
 namespace {
 
-// Owns one socket descriptor.
-class Fd {
-public:
-    explicit Fd(int fd) : fd_(fd) {}
-    ~Fd()
-    {
-        if (fd_ >= 0)
-            ::close(fd_);
-    }
-    Fd(const Fd&) = delete;
-    Fd& operator=(const Fd&) = delete;
-    [[nodiscard]] int get() const { return fd_; }
-    int release() { return std::exchange(fd_, -1); }
-
-private:
-    int fd_;
-};
+using Fd = OwnedFd<::close>;
 
 class TcpStream final : public ByteStream {
 public:
