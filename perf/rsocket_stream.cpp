@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <exception>
 #include <string>
 #include <thread>
 #include <utility>
@@ -40,6 +41,17 @@ using RsocketFd = OwnedFd<::rclose>;
 class RsocketStream final : public ByteStream {
 public:
     explicit RsocketStream(int fd) : fd_(fd) {}
+    // rclose() shuts a connected rsocket down and waits for its sends,
+    // which a dead peer can make long. Unwound by an error, the stream
+    // leaves the rsocket to the process's exit, so that the error is
+    // printed now.
+    ~RsocketStream() override
+    {
+        if (std::uncaught_exceptions() > 0)
+            (void)fd_.release();
+    }
+    RsocketStream(const RsocketStream&) = delete;
+    RsocketStream& operator=(const RsocketStream&) = delete;
 
     ssize_t read(void* buf, std::size_t len) override { return ::rrecv(fd_.get(), buf, len, 0); }
     ssize_t write(const void* buf, std::size_t len) override { return ::rsend(fd_.get(), buf, len, 0); }
@@ -59,7 +71,7 @@ public:
     [[nodiscard]] std::string stats_fields() const override { return {}; }
 
 private:
-    RsocketFd fd_;  // rclose() shuts a connected rsocket down
+    RsocketFd fd_;
 };
 
 void set_int_option(int fd, int level, int name, int value, const char* what)
@@ -96,7 +108,7 @@ std::unique_ptr<ByteStream> make_stream(int connected)
 std::unique_ptr<ByteStream> rsocket_accept_one(const Endpoint& at, int accept_timeout_ms)
 {
     const RsocketFd listener(new_rsocket(at));
-    // Runs follow each other on one fixed port.
+    // A port an earlier run used may come round again.
     set_int_option(listener.get(), SOL_SOCKET, SO_REUSEADDR, 1, "rsetsockopt(SO_REUSEADDR)");
     if (::rbind(listener.get(), at.sa(), at.addr_len) != 0)
         throw_errno("rbind");

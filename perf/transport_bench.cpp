@@ -1,7 +1,8 @@
 // transport_bench: ping-pong latency and streaming bandwidth between two
 // processes, over the pg_rdma transport, (--tcp) plain TCP sockets or
-// (--rsocket) librdmacm's rsocket, all running the identical code. perf/run-transport-bench.sh runs it in the Soft-RoCE
-// guest next to perftest and rstream; perf/README.md explains the figures.
+// (--rsocket) librdmacm's rsocket, all running the identical code.
+// perf/run-transport-bench.sh runs it in the Soft-RoCE guest next to
+// perftest and rstream; perf/README.md explains the figures.
 //
 //   transport_bench server --addr IP [--port P] [--tcp|--rsocket] [--spin] [--nonce HEX]
 //   transport_bench client --addr IP [--port P] [--tcp|--rsocket] [--spin] [--nonce HEX]
