@@ -26,8 +26,11 @@ if [ "$listed" != "$exported" ]; then
   failed=1
 fi
 
-# AS 'MODULE_PATHNAME', 'name' in every SQL script of the extension.
-for fn in $(sed -n "s/.*'MODULE_PATHNAME', *'\([A-Za-z_0-9]*\)'.*/\1/p" "$src"/pg_rdma--*.sql | sort -u); do
+# AS 'MODULE_PATHNAME', 'name' in every SQL script of the extension. None
+# found means this pattern no longer reads the scripts: that fails too.
+functions=$(sed -n "s/.*'MODULE_PATHNAME', *'\([A-Za-z_0-9]*\)'.*/\1/p" "$src"/pg_rdma--*.sql | sort -u)
+[ -n "$functions" ] || { echo "FAIL: found no C function in $src/pg_rdma--*.sql"; failed=1; }
+for fn in $functions; do
   for name in "$fn" "pg_finfo_$fn"; do
     grep -qx "$name" <<<"$listed" || { echo "FAIL: the SQL names $fn, but exports.map lacks $name"; failed=1; }
   done
