@@ -23,8 +23,57 @@ TEST_CASE("the spin never exceeds its maximum nor drops below its base", "[adapt
     AdaptiveSpin spin(50us, 500us);
     for (int i = 0; i < 100; ++i) spin.on_wait(400us);
     CHECK(spin.reply_budget() == 500us);  // 600 us wanted, capped
-    for (int i = 0; i < 100; ++i) spin.on_wait(5us);
+    // The tail estimate remembers the 400 us replies for some hundreds of
+    // waits (below), then the base is the floor.
+    for (int i = 0; i < 1000; ++i) spin.on_wait(5us);
     CHECK(spin.reply_budget() == 50us);
+}
+
+namespace {
+// Replies at 40 us, but one in 50 at 300 us: 1.5 x the average (about
+// 70 us) would let every late one come after the spin.
+void quick_but_sometimes_late(AdaptiveSpin& spin, int waits) {
+    for (int i = 1; i <= waits; ++i) spin.on_wait(i % 50 == 25 ? 300us : 40us);  // the last 25 quick
+}
+}  // namespace
+
+TEST_CASE("replies that are quick but now and then late raise the spin to catch the late ones too",
+          "[adaptive_spin]") {
+    AdaptiveSpin spin(50us, 500us);
+    quick_but_sometimes_late(spin, 2000);
+    REQUIRE(spin.average() * 3 / 2 < 100us);
+    // The estimate settles where about 1 reply in 120 comes later: around
+    // the late ones, rising past them at each and falling between them.
+    CHECK(spin.reply_budget() >= 200us);
+    CHECK(spin.reply_budget() <= 500us);
+}
+
+TEST_CASE("once no reply comes late the spin falls back to 1.5 x the average within some hundreds of waits",
+          "[adaptive_spin]") {
+    AdaptiveSpin spin(50us, 500us);
+    quick_but_sometimes_late(spin, 2000);
+    REQUIRE(spin.reply_budget() >= 200us);
+    for (int i = 0; i < 800; ++i) spin.on_wait(40us);
+    CHECK(spin.reply_budget() == 60us);
+}
+
+TEST_CASE("think time leaves the tail estimate alone", "[adaptive_spin]") {
+    AdaptiveSpin spin(50us, 500us);
+    quick_but_sometimes_late(spin, 2000);
+    const auto tail = spin.tail();
+    // A wait over twice the maximum, spin or no spin: no spin could
+    // have caught it, so it says nothing of how late replies come.
+    spin.on_slept_wait(10s, 500us);
+    spin.on_slept_wait(1001us, 50us);
+    CHECK(spin.tail() == tail);
+}
+
+TEST_CASE("a reply that came after a spin, measured through a sleep, raises the tail estimate", "[adaptive_spin]") {
+    AdaptiveSpin spin(50us, 500us);
+    for (int i = 0; i < 100; ++i) spin.on_wait(40us);
+    const auto tail = spin.tail();
+    spin.on_slept_wait(400us, spin.reply_budget());
+    CHECK(spin.tail() > tail);
 }
 
 TEST_CASE("replies just after the base spin, measured through a sleep, bring the spin back to its maximum",
