@@ -18,9 +18,14 @@
 //     so it settles where about 1 reply in 120 comes later (the rises
 //     balance the falls: ln 1.5 x p = -ln(1 - 1/300) x (1 - p)), and
 //     halves in about 200 waits once the late replies stop. It needs only
-//     whether a reply came after it, which a wait that slept also knows.
-//     Waits over kJustMissed x `max` (think time, an idle session) leave it
-//     alone: no spin could catch them, and the average handles them;
+//     whether a reply came after it, which a wait that slept also knows,
+//     but only a wait that ended within `max` proves that a spin up to
+//     `max` would have caught its reply: one that slept and ended later
+//     may have had its reply after `max` (a client that works a
+//     millisecond between statements) or just after the spin with a slow
+//     wakeup, and counting it would hold the spin at `max` for replies no
+//     spin catches. Such waits leave the estimate alone (so it errs
+//     short), as do longer ones (think time); the average handles them;
 //   - waits longer than `max` (an idle session, think time): spin only
 //     `base`, since spinning longer would burn CPU and still end in a sleep.
 //   A wait that slept measured the reply plus the wakeup, which costs tens
@@ -90,8 +95,9 @@ public:
     // A wait for a reply ended after `waited`, having slept after a spin of
     // `spun` (zero: none). The reply came after the spin but maybe well
     // before `waited` (the wakeup's cost is in it): for the tail, which
-    // only asks whether it came later than the estimate, that is enough
-    // where the spin reached the estimate, and errs long where it did not.
+    // only asks whether it came later than the estimate, a wait that ended
+    // within `max` is enough (track_tail); it errs long only where the
+    // spin stopped short of the estimate, and by less than `max`.
     void on_slept_wait(Duration waited, Duration spun) {
         add_sample(spun < max_ && waited <= kJustMissed * max_ ? max_ * 2 / 3 : waited);
         track_tail(waited);
@@ -114,7 +120,7 @@ private:
     }
 
     void track_tail(Duration waited) {
-        if (waited > kJustMissed * max_) return;
+        if (waited > max_) return;  // no proof a spin up to max would have caught it (above)
         tail_ += waited > tail_ ? tail_ / kTailRise : -(tail_ / kTailFall);
         tail_ = std::clamp(tail_, base_, max_);
     }

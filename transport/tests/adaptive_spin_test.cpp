@@ -57,15 +57,29 @@ TEST_CASE("once no reply comes late the spin falls back to 1.5 x the average wit
     CHECK(spin.reply_budget() == 60us);
 }
 
-TEST_CASE("think time leaves the tail estimate alone", "[adaptive_spin]") {
+TEST_CASE("a wait that slept and ended after the maximum leaves the tail estimate alone", "[adaptive_spin]") {
     AdaptiveSpin spin(50us, 500us);
     quick_but_sometimes_late(spin, 2000);
     const auto tail = spin.tail();
-    // A wait over twice the maximum, spin or no spin: no spin could
-    // have caught it, so it says nothing of how late replies come.
+    // Think time, and replies that may have come after the maximum: no
+    // proof that a spin up to the maximum would have caught them.
     spin.on_slept_wait(10s, 500us);
     spin.on_slept_wait(1001us, 50us);
+    spin.on_slept_wait(900us, spin.reply_budget());
     CHECK(spin.tail() == tail);
+}
+
+TEST_CASE("quick replies with every sixth after the maximum do not hold the spin at its maximum", "[adaptive_spin]") {
+    // A client that works about a millisecond between some statements:
+    // those waits sleep whatever the spin, and spinning the maximum for
+    // them would only burn it.
+    AdaptiveSpin spin(50us, 500us);
+    for (int i = 1; i <= 600; ++i) {
+        if (i % 6 == 0) spin.on_slept_wait(900us, spin.reply_budget());
+        else spin.on_wait(40us);
+    }
+    // 1.5 x the average: the 900 us waits count in it as near misses.
+    CHECK(spin.reply_budget() < 200us);
 }
 
 TEST_CASE("a reply that came after a spin, measured through a sleep, raises the tail estimate", "[adaptive_spin]") {
