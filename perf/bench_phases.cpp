@@ -10,6 +10,7 @@
 
 #include "perf/bench_error.hpp"
 #include "perf/bench_report.hpp"
+#include "perf/cycle_counter.hpp"
 
 namespace pg_rdma::perf {
 
@@ -80,19 +81,38 @@ bool receive_header(ByteStream& stream, PhaseHeader& h, IoCounters& io)
 
 // One ping-pong phase of `count` round trips; appends each one's one-way
 // latency (RTT / 2, µs), the figure perftest's ib_write_lat reports, and
-// returns the phase's length in seconds.
+// returns the phase's length in seconds. Each round trip is timed with the
+// cycle counter, converted at the phase's own rate (cycle_counter.hpp).
 double ping_pong(ByteStream& stream, std::vector<unsigned char>& buf, std::size_t size,
                  std::uint64_t count, std::vector<double>& one_way_us, IoCounters& io)
 {
     send_header(stream, PhaseKind::Latency, size, count, io);
+    std::vector<std::uint64_t> cycles;
+    cycles.reserve(count);
     const auto phase_start = Clock::now();
+    const std::uint64_t phase_start_cycles = CycleCounter::now();
     for (std::uint64_t i = 0; i < count; ++i) {
-        const auto start = Clock::now();
+        const std::uint64_t start = CycleCounter::now();
         write_all(stream, buf.data(), size, io);
         read_all(stream, buf.data(), size, io);
-        one_way_us.push_back(seconds_since(start) * kMicrosPerSecond / 2);
+        const std::uint64_t end = CycleCounter::now();
+        // An unsigned difference would turn a counter that differs between
+        // CPUs into a round trip of centuries: no figure rather than that.
+        if (end < start)
+            throw BenchError(std::string("the cycle counter (") + CycleCounter::kName +
+                             ") went backwards within a round trip: it differs between CPUs "
+                             "here, so round trips cannot be timed with it");
+        cycles.push_back(end - start);
     }
-    return seconds_since(phase_start);
+    const std::uint64_t phase_cycles = CycleCounter::now() - phase_start_cycles;
+    const double seconds = seconds_since(phase_start);
+    if (phase_cycles == 0)
+        throw BenchError(std::string("the cycle counter (") + CycleCounter::kName +
+                         ") did not advance during a latency phase");
+    const double us_per_cycle = seconds * kMicrosPerSecond / static_cast<double>(phase_cycles);
+    for (const std::uint64_t c : cycles)
+        one_way_us.push_back(static_cast<double>(c) * us_per_cycle / 2);
+    return seconds;
 }
 
 // One streaming phase; returns the seconds from the first byte written to
@@ -160,7 +180,8 @@ void measure_latency(ByteStream& stream, std::vector<unsigned char>& buf, std::s
         seconds += elapsed;
         round_trips_per_s = rate(count, elapsed);
     }
-    print_latency(label(stream), size, samples.size(), summarize_latency(samples), io.stalls);
+    print_latency(label(stream) + " clock=" + CycleCounter::kName, size, samples.size(),
+                  summarize_latency(samples), io.stalls);
 }
 
 void measure_bandwidth(ByteStream& stream, std::vector<unsigned char>& buf, std::size_t size,

@@ -1,0 +1,51 @@
+// The clock that times each round trip of a latency phase: the CPU's cycle
+// counter, as perftest's ib_write_lat times its own.
+//
+// Why not steady_clock: where the kernel's clocksource has no vDSO reader
+// (a guest on HPET or the ACPI PM timer) every clock_gettime is a system
+// call, about 0.9 us in the TCG guest, and a round trip timed between two
+// readings carries about one whole call on its path (the end of the first
+// one's and the start of the second one's); perftest, the reference the
+// bench's ratios divide by, carries none. Reading the counter costs tens of
+// nanoseconds anywhere.
+//
+// Its rate is not assumed: each phase converts its counts with the ratio of
+// steady_clock's time to the counter's over the whole phase (a quarter of a
+// second or more, two readings), so a counter that is not exactly at the
+// CPU's nominal rate, or one that runs at a constant rate other than the
+// CPU's (the invariant TSC of every current x86 server), needs no
+// calibration step of its own: the step that fails under load for perftest
+// ("r^2 < 0.9"). Needed is only that the counter runs at one rate during a
+// phase and agrees between CPUs (an invariant TSC; QEMU's TCG serves it
+// from one host-wide counter). Elsewhere than on x86 it is steady_clock.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
+
+namespace pg_rdma::perf {
+
+struct CycleCounter {
+    // What the bench's result line says timed the round trips.
+    static constexpr const char* kName =
+#if defined(__x86_64__) || defined(__i386__)
+        "tsc";
+#else
+        "steady_clock";
+#endif
+
+    [[nodiscard]] static std::uint64_t now() noexcept
+    {
+#if defined(__x86_64__) || defined(__i386__)
+        return __rdtsc();
+#else
+        return static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+#endif
+    }
+};
+
+}  // namespace pg_rdma::perf
