@@ -27,8 +27,9 @@
 # PNG chart of the ratios beside it. Raw tool output stays in OUT_JSON's
 # name without .json. A measurement that fails is reported as missing and the
 # run goes on. The last line printed is the JSON path.
-# Environment: PG_RDMA_BENCH_ROUNDS (default 2; report.py keeps each tool's
-# best round; a round that took over ROUND_BUDGET_S is the last),
+# Environment: PG_RDMA_BENCH_ROUNDS (default 3; report.py keeps each tool's
+# best round, and marks a target undecided where the rounds' own ratios
+# disagree; a round that took over ROUND_BUDGET_S is the last),
 # PG_RDMA_BENCH_HOST_LOAD (set by scripts/bench).
 set -uo pipefail
 
@@ -46,7 +47,7 @@ BENCH=$BUILD/perf/transport_bench
 COPY_SPEED=$BUILD/perf/copy_speed
 : "${RXE_IP:?run me inside the Soft-RoCE guest (regress/rxe-guest): RXE_IP is not set}"
 RXE_DEV=${RXE_DEV:-rxe0}
-ROUNDS=${PG_RDMA_BENCH_ROUNDS:-2}
+ROUNDS=${PG_RDMA_BENCH_ROUNDS:-3}
 readonly BUILD OUT_JSON RAW BENCH COPY_SPEED ROUNDS
 
 # --- what is measured (sizes in bytes; report.py knows the same lists) -------
@@ -62,7 +63,7 @@ readonly VCOPY_MIN_SIZE=4096
 # makes keeps memcpy on vector moves.
 readonly VCOPY_ENV=GLIBC_TUNABLES=glibc.cpu.x86_rep_movsb_threshold=1073741824
 
-# --- budgets: two rounds stay within about 5-8 minutes on TCG -----------------
+# --- budgets: three rounds stay within about 8-12 minutes on TCG --------------
 readonly OURS_LAT_SECONDS=1        # per size, after warm-up
 readonly OURS_LAT_MAX_ITERS=2000   # round trips per size, at most
 readonly OURS_BW_SECONDS=2         # per size, after warm-up
