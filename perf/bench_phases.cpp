@@ -40,7 +40,6 @@ constexpr std::uint64_t kMinBandwidthMessages = 8;
 // rate measured in the one before.
 constexpr double kChunkSeconds = 0.25;
 constexpr unsigned char kAckByte = 0xA5;
-constexpr double kMicrosPerSecond = 1e6;
 
 double seconds_since(Clock::time_point start)
 {
@@ -79,18 +78,14 @@ bool receive_header(ByteStream& stream, PhaseHeader& h, IoCounters& io)
 
 // --- client ----------------------------------------------------------------
 
-// One ping-pong phase of `count` round trips; appends each one's one-way
-// latency (RTT / 2, µs), the figure perftest's ib_write_lat reports, and
-// returns the phase's length in seconds. Each round trip is timed with the
-// cycle counter, converted at the phase's own rate (cycle_counter.hpp).
+// One ping-pong phase of `count` round trips; appends each one's length in
+// counts of the cycle counter (cycle_counter.hpp), which the caller turns
+// into time, and returns the phase's length in seconds.
 double ping_pong(ByteStream& stream, std::vector<unsigned char>& buf, std::size_t size,
-                 std::uint64_t count, std::vector<double>& one_way_us, IoCounters& io)
+                 std::uint64_t count, std::vector<std::uint64_t>& round_trip_counts, IoCounters& io)
 {
     send_header(stream, PhaseKind::Latency, size, count, io);
-    std::vector<std::uint64_t> cycles;
-    cycles.reserve(count);
     const auto phase_start = Clock::now();
-    const std::uint64_t phase_start_cycles = CycleCounter::now();
     for (std::uint64_t i = 0; i < count; ++i) {
         const std::uint64_t start = CycleCounter::now();
         write_all(stream, buf.data(), size, io);
@@ -102,17 +97,9 @@ double ping_pong(ByteStream& stream, std::vector<unsigned char>& buf, std::size_
             throw BenchError(std::string("the cycle counter (") + CycleCounter::kName +
                              ") went backwards within a round trip: it differs between CPUs "
                              "here, so round trips cannot be timed with it");
-        cycles.push_back(end - start);
+        round_trip_counts.push_back(end - start);
     }
-    const std::uint64_t phase_cycles = CycleCounter::now() - phase_start_cycles;
-    const double seconds = seconds_since(phase_start);
-    if (phase_cycles == 0)
-        throw BenchError(std::string("the cycle counter (") + CycleCounter::kName +
-                         ") did not advance during a latency phase");
-    const double us_per_cycle = seconds * kMicrosPerSecond / static_cast<double>(phase_cycles);
-    for (const std::uint64_t c : cycles)
-        one_way_us.push_back(static_cast<double>(c) * us_per_cycle / 2);
-    return seconds;
+    return seconds_since(phase_start);
 }
 
 // One streaming phase; returns the seconds from the first byte written to
@@ -163,23 +150,32 @@ void measure_latency(ByteStream& stream, std::vector<unsigned char>& buf, std::s
                      const ClientPlan& plan)
 {
     IoCounters io;
-    std::vector<double> warmup;
+    std::vector<std::uint64_t> warmup;
     double round_trips_per_s = rate(
         kLatencyWarmupRoundTrips,
         ping_pong(stream, buf, size, kLatencyWarmupRoundTrips, warmup, io));
     // In phases sized from the latest rate (bench_phases.hpp).
     const std::uint64_t min_iters = std::min(kMinLatencyIters, plan.max_iters);
     io = IoCounters{};
-    std::vector<double> samples;
+    std::vector<std::uint64_t> counts;
+    const CycleRate counter_rate;
     double seconds = 0;
-    while (samples.size() < plan.max_iters &&
-           (seconds < plan.seconds || samples.size() < min_iters)) {
+    while (counts.size() < plan.max_iters &&
+           (seconds < plan.seconds || counts.size() < min_iters)) {
         const std::uint64_t count = next_latency_chunk(
-            round_trips_per_s, plan.seconds - seconds, samples.size(), min_iters, plan.max_iters);
-        const double elapsed = ping_pong(stream, buf, size, count, samples, io);
+            round_trips_per_s, plan.seconds - seconds, counts.size(), min_iters, plan.max_iters);
+        const double elapsed = ping_pong(stream, buf, size, count, counts, io);
         seconds += elapsed;
         round_trips_per_s = rate(count, elapsed);
     }
+    const double us_per_count = counter_rate.micros_per_count();
+    if (us_per_count <= 0)
+        throw BenchError(std::string("the cycle counter (") + CycleCounter::kName +
+                         ") did not advance during a latency measurement");
+    std::vector<double> samples;
+    samples.reserve(counts.size());
+    for (const std::uint64_t c : counts)
+        samples.push_back(static_cast<double>(c) * us_per_count / 2);  // one-way: half the round trip
     print_latency(label(stream) + " clock=" + CycleCounter::kName, size, samples.size(),
                   summarize_latency(samples), io.stalls);
 }

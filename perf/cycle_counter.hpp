@@ -9,15 +9,16 @@
 // bench's ratios divide by, carries none. Reading the counter costs tens of
 // nanoseconds anywhere.
 //
-// Its rate is not assumed: each phase converts its counts with the ratio of
-// steady_clock's time to the counter's over the whole phase (a quarter of a
-// second or more, two readings), so a counter that is not exactly at the
-// CPU's nominal rate, or one that runs at a constant rate other than the
-// CPU's (the invariant TSC of every current x86 server), needs no
-// calibration step of its own: the step that fails under load for perftest
-// ("r^2 < 0.9"). Needed is only that the counter runs at one rate during a
-// phase and agrees between CPUs (an invariant TSC; QEMU's TCG serves it
-// from one host-wide counter). Elsewhere than on x86 it is steady_clock.
+// Its rate is not assumed: a latency measurement converts its counts with
+// the ratio of steady_clock's time to the counter's over the whole
+// measurement (a second or more, two readings of each; CycleRate), so a
+// counter that runs at a constant rate other than the CPU's nominal one
+// (the invariant TSC of every current x86 server) needs no calibration
+// step of its own: the step that fails under load for perftest ("r^2 <
+// 0.9"). Needed is only that the counter runs at one rate during the
+// measurement and agrees between CPUs (an invariant TSC; QEMU's TCG serves
+// it from one host-wide counter that it keeps monotonic). Elsewhere than
+// on x86 it is steady_clock itself.
 #pragma once
 
 #include <chrono>
@@ -46,6 +47,29 @@ struct CycleCounter {
         return static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
 #endif
     }
+};
+
+// The counter's rate against steady_clock, from construction to each
+// micros_per_count(): constructed before the round trips whose counts it
+// converts, asked after the last of them.
+class CycleRate {
+public:
+    CycleRate() : time_(std::chrono::steady_clock::now()), count_(CycleCounter::now()) {}
+
+    // Microseconds per count since construction; 0 if the counter did not
+    // advance (no rate to convert with).
+    [[nodiscard]] double micros_per_count() const
+    {
+        const std::uint64_t count = CycleCounter::now();
+        const auto elapsed = std::chrono::steady_clock::now() - time_;
+        if (count <= count_)
+            return 0;
+        return std::chrono::duration<double, std::micro>(elapsed).count() / static_cast<double>(count - count_);
+    }
+
+private:
+    std::chrono::steady_clock::time_point time_;
+    std::uint64_t count_;
 };
 
 }  // namespace pg_rdma::perf
