@@ -284,6 +284,10 @@ BANDWIDTH_TOOLS = {
     "ib_send_bw": ("ib_send_bw", parse_perftest_bw, "MiBps"),
     "ib_send_bw_events": ("ib_send_bw_e", parse_perftest_bw, "MiBps"),
     "rstream": ("rstream-bw", parse_rstream, "MiBps"),
+    # rsocket through transport_bench's own loop: its reader waiting in
+    # rpoll() as ours waits in wait(), and busy-polling as rstream does.
+    "rsocket": ("rsocket-bw", parse_ours_bandwidth, "MiBps"),
+    "rsocket_spin": ("rsocket-bw-spin", parse_ours_bandwidth, "MiBps"),
 }
 
 
@@ -426,7 +430,10 @@ def bandwidth_row(rounds, size):
          "ours_spin_over_ib_send_bw":
          ratio(field(row["ours_spin"], "MiBps"), field(row["ib_send_bw"], "MiBps")),
          "ours_over_ib_send_bw_events":
-         ratio(mine, field(row["ib_send_bw_events"], "MiBps"))}
+         ratio(mine, field(row["ib_send_bw_events"], "MiBps")),
+         # Like for like, the same loop: each way of waiting against rsocket's.
+         "ours_over_rsocket": ratio(mine, field(row["rsocket"], "MiBps")),
+         "ours_spin_over_rsocket_spin": ratio(field(row["ours_spin"], "MiBps"), field(row["rsocket_spin"], "MiBps"))}
     row["ratios"] = r
 
     def fig(tool):
@@ -633,6 +640,14 @@ def print_bandwidth_mechanism(rows):
           num(r["ratios"]["ib_send_bw_events_over_ib_write_bw"]),
           num(r["ratios"]["ours_spin_over_ib_send_bw"]),
           num(r["ratios"]["ours_over_ib_send_bw_events"])]
+         for r in rows])
+    print_table(
+        "Bandwidth against rsocket in transport_bench's own loop (rsocket: its reader waiting in"
+        " rpoll(); spin: both busy-poll, as rstream does), MiB/s and ratios (no target: like for"
+        " like for the target against rstream)",
+        ["size", "rsocket", "rs spin", "ours/rs", "spin/rs spin"],
+        [[size_label(r["size"]), num(field(r["rsocket"], "MiBps")), num(field(r["rsocket_spin"], "MiBps")),
+          num(r["ratios"]["ours_over_rsocket"]), num(r["ratios"]["ours_spin_over_rsocket_spin"])]
          for r in rows])
 
 

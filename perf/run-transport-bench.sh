@@ -337,6 +337,8 @@ bandwidth_size() {
   perftest ib_send_bw ib_send_bw "$size" -n $((IB_BW_BYTES / size))
   perftest ib_send_bw_e ib_send_bw "$size" -n $((IB_BW_BYTES / size)) -e
   rstream_pair rstream-bw "$size" -C $((RSTREAM_BW_BYTES / size)) -I 1
+  rsocket rsocket-bw bandwidth "$size"
+  rsocket rsocket-bw-spin bandwidth "$size" --spin
 }
 
 run_round() {
