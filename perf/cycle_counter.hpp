@@ -19,6 +19,16 @@
 // measurement and agrees between CPUs (an invariant TSC; QEMU's TCG serves
 // it from one host-wide counter that it keeps monotonic). Elsewhere than
 // on x86 it is steady_clock itself.
+//
+// What would break that: a counter that jumps (a vCPU thread moved between
+// host CPUs whose counters disagree, which qemu's monotonic clamp turns
+// into forward steps). A step of D within a measurement of T shrinks every
+// other sample by T / (T + D), lowering the median. So each result line
+// prints the rate it measured (counter_mhz): a constant-rate counter gives
+// the same figure in every measurement of a run (two steady_clock readings
+// of a system call's precision over 50 ms or more: within 0.01 %), and
+// report.py warns where they spread by more than COUNTER_SPREAD_LIMIT, the
+// bound on that bias.
 #pragma once
 
 #include <chrono>
