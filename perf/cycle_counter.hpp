@@ -26,7 +26,7 @@
 // other sample by T / (T + D), lowering the median. So each result line
 // prints the rate it measured (counter_mhz): a constant-rate counter gives
 // the same figure in every measurement of a run (two steady_clock readings
-// of a system call's precision over 50 ms or more: within 0.01 %), and
+// over 50 ms or more: within a few hundredths of a percent), and
 // report.py warns where they spread by more than COUNTER_SPREAD_LIMIT, the
 // bound on that bias.
 #pragma once

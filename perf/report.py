@@ -59,7 +59,7 @@ TARGET_BW_VS_IB = 0.90
 TARGET_BW_VS_RSTREAM = 1.00   # strictly above
 # transport_bench times round trips with the CPU's cycle counter at the rate
 # it measures against steady_clock in each measurement; those rates agree
-# within 0.01 % where the counter runs at one rate. A counter that stepped
+# within a few hundredths of a percent where the counter runs at one rate. A counter that stepped
 # forward in a measurement makes its rate high and its figures low by about
 # the excess: beyond this share (0.1 %), the report warns.
 COUNTER_SPREAD_LIMIT = 0.001
