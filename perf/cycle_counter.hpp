@@ -11,7 +11,8 @@
 //
 // Its rate is not assumed: a latency measurement converts its counts with
 // the ratio of steady_clock's time to the counter's over the whole
-// measurement (a second or more, two readings of each; CycleRate), so a
+// measurement (80 ms to seconds in the bench; two readings of each;
+// CycleRate), so a
 // counter that runs at a constant rate other than the CPU's nominal one
 // (the invariant TSC of every current x86 server) needs no calibration
 // step of its own: the step that fails under load for perftest ("r^2 <
@@ -27,8 +28,9 @@
 // prints the rate it measured (counter_mhz): a constant-rate counter gives
 // the same figure in every measurement of a run (two steady_clock readings
 // over 50 ms or more: within a few hundredths of a percent), and
-// report.py warns where they spread by more than COUNTER_SPREAD_LIMIT, the
-// bound on that bias.
+// report.py warns where one lies more than COUNTER_SPREAD_LIMIT above the
+// run's median, the bound on that bias. (A rate below the median is a
+// steady_clock reading delayed at the start, not a step.)
 #pragma once
 
 #include <chrono>
