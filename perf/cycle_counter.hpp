@@ -12,11 +12,10 @@
 // Its rate is not assumed: a latency measurement converts its counts with
 // the ratio of steady_clock's time to the counter's over the whole
 // measurement (80 ms to seconds in the bench; two readings of each;
-// CycleRate), so a
-// counter that runs at a constant rate other than the CPU's nominal one
-// (the invariant TSC of every current x86 server) needs no calibration
-// step of its own: the step that fails under load for perftest ("r^2 <
-// 0.9"). Needed is only that the counter runs at one rate during the
+// CycleRate), so a counter that runs at a constant rate other than the
+// CPU's nominal one (the invariant TSC of every current x86 server) needs
+// no calibration step of its own: the step that fails under load for
+// perftest ("r^2 < 0.9"). Needed is only that the counter runs at one rate during the
 // measurement and agrees between CPUs (an invariant TSC; QEMU's TCG serves
 // it from one host-wide counter that it keeps monotonic). Elsewhere than
 // on x86 it is steady_clock itself.
@@ -27,10 +26,10 @@
 // other sample by T / (T + D), lowering the median. So each result line
 // prints the rate it measured (counter_mhz): a constant-rate counter gives
 // the same figure in every measurement of a run (two steady_clock readings
-// over 50 ms or more: within a few hundredths of a percent), and
-// report.py warns where one lies more than COUNTER_SPREAD_LIMIT above the
-// run's median, the bound on that bias. (A rate below the median is a
-// steady_clock reading delayed at the start, not a step.)
+// over 80 ms or more: within about a tenth of a percent), and report.py
+// warns where one lies more than COUNTER_SPREAD_LIMIT above the run's
+// median, the bound on that bias. (A step cannot lower a rate: one below
+// the median is a steady_clock reading delayed at the start.)
 #pragma once
 
 #include <chrono>
