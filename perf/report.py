@@ -123,9 +123,9 @@ def counter_rates(rounds):
             if not name.endswith(".client.log"):
                 continue
             for line in read_lines(os.path.join(d, name)):
-                if line.startswith("latency ") and "counter_mhz" in key_values(line):
-                    rates["%s/%s" % (os.path.basename(d), name[:-len(".client.log")])] = \
-                        float(key_values(line)["counter_mhz"])
+                kv = key_values(line) if line.startswith("latency ") else {}
+                if "counter_mhz" in kv:
+                    rates["%s/%s" % (os.path.basename(d), name[:-len(".client.log")])] = float(kv["counter_mhz"])
     if not rates:
         return None
     low, high, middle = min(rates.values()), max(rates.values()), statistics.median(rates.values())
@@ -225,12 +225,16 @@ def planned_messages(round_dir, log_name, size):
     return None
 
 
+def round_results(rounds, log_name, size, parse):
+    """One tool's parsed figures in each round, None where it failed."""
+    return [parse(read_lines(os.path.join(d, "%s-%d.client.log" % (log_name, size))), size) for d in rounds]
+
+
 def best_of_rounds(rounds, log_name, size, parse, metric, lower_is_better):
     """The best round's figures, plus `round` (1-based), `all_rounds`
     (the metric in each round, null where it failed), and that round's
     `cpu_s` and `planned_messages`; None if all failed."""
-    results = [parse(read_lines(os.path.join(d, "%s-%d.client.log" % (log_name, size))), size)
-               for d in rounds]
+    results = round_results(rounds, log_name, size, parse)
     measured = [(r[metric], i, r) for i, r in enumerate(results) if r is not None and r.get(metric) is not None]
     if not measured:
         return None
@@ -254,6 +258,16 @@ BANDWIDTH_TARGETS = {
 }
 
 
+# target -> what it compares, for the undecided list and the chart
+TARGET_LABELS = {
+    "p50_at_most_1.3x_ib_write_lat": "ours p50 / ib_write_lat",
+    "below_rstream": "ours avg / rstream avg",
+    "p50_at_most_rsocket": "ours p50 / rsocket's better p50",
+    "at_least_0.9x_ib_write_bw": "ours / ib_write_bw",
+    "above_rstream": "ours / rstream",
+}
+
+
 def judge_targets(row, targets):
     """Each target's ratio and verdict, from the rounds' own ratios
     (row["round_ratios"]: each round's two figures were measured seconds
@@ -268,7 +282,7 @@ def judge_targets(row, targets):
     row["target_ratios"], row["targets"], row["undecided"] = {}, {}, {}
     for name, (key, limit, op) in targets.items():
         paired = [r for r in row["round_ratios"][name] if r is not None]
-        value = round(statistics.median(paired), 3) if paired else row["ratios"][key]
+        value = median_ratio(paired) if paired else row["ratios"][key]
         row["target_ratios"][name] = value
         row["targets"][name] = verdict(value, limit, op)
         row["undecided"][name] = value is not None and (len(paired) < 2 or undecided(paired, limit, op))
@@ -276,11 +290,7 @@ def judge_targets(row, targets):
 
 def per_round(rounds, log_name, size, parse, key):
     """`key` of one tool's figures in each round, None where it failed."""
-    figures = []
-    for d in rounds:
-        r = parse(read_lines(os.path.join(d, "%s-%d.client.log" % (log_name, size))), size)
-        figures.append(None if r is None else r.get(key))
-    return figures
+    return [None if r is None else r.get(key) for r in round_results(rounds, log_name, size, parse)]
 
 
 def round_ratios(numerators, denominators):
@@ -606,11 +616,12 @@ def target_cell(row, name):
     return "%.3f %s%s" % (value, "ok" if status == "met" else "MISS", "?" if row["undecided"][name] else "")
 
 
-def print_undecided(rows, labels):
+def print_undecided(rows, targets):
     """The rounds' own ratios of each target marked '?' in the table above."""
     lines = []
     for r in rows:
-        for name, label in labels.items():
+        for name in targets:
+            label = TARGET_LABELS[name]
             if r.get("undecided", {}).get(name):
                 lines.append("  %s %s: %s" % (size_label(r["size"]), label, ", ".join(
                     num(x) for x in r["round_ratios"][name])))
@@ -661,9 +672,7 @@ def print_latency(rows):
           num(r["ratios"]["ours_spin_p50_over_rsocket_spin_p50"]),
           num(r["ratios"]["ours_spin_avg_over_rsocket_spin_avg"])]
          for r in rows if r["size"] != PERFTEST_FLOOR_SIZE])
-    print_undecided([r for r in rows if r["size"] != PERFTEST_FLOOR_SIZE],
-                    {"p50_at_most_1.3x_ib_write_lat": "ours p50/ib_lat", "below_rstream": "ours avg/rstream",
-                     "p50_at_most_rsocket": "ours p50/rsocket's better p50"})
+    print_undecided([r for r in rows if r["size"] != PERFTEST_FLOOR_SIZE], LATENCY_TARGETS)
 
 
 def print_latency_mechanism(rows):
@@ -720,7 +729,7 @@ def print_bandwidth(rows):
           target_cell(r, "at_least_0.9x_ib_write_bw"), target_cell(r, "above_rstream"),
           num(r["ratios"]["ours_over_tcp"]), num(r["ratios"]["ours_spin_over_ib_write_bw"])]
          for r in rows])
-    print_undecided(rows, {"at_least_0.9x_ib_write_bw": "ours/ib_bw", "above_rstream": "ours/rstream"})
+    print_undecided(rows, BANDWIDTH_TARGETS)
 
 
 def print_vcopy(lat, bw, speeds, threshold):
@@ -781,20 +790,16 @@ def print_cpu(lat, bw):
 def draw_chart(lat, bw, png):
     """The ratios that have targets, each bar green where it meets it; a
     verdict the rounds did not agree on (judge_targets) says so in its label."""
-    labels = {"p50_at_most_1.3x_ib_write_lat": "latency %s: ours p50 / ib_write_lat",
-              "below_rstream": "latency %s: ours / rstream",
-              "p50_at_most_rsocket": "latency %s: ours p50 / rsocket's better p50",
-              "at_least_0.9x_ib_write_bw": "bandwidth %s: ours / ib_write_bw",
-              "above_rstream": "bandwidth %s: ours / rstream"}
     bars = []
-    for rows, targets in ((lat, LATENCY_TARGETS), (bw, BANDWIDTH_TARGETS)):
+    for kind, rows, targets in (("latency", lat, LATENCY_TARGETS), ("bandwidth", bw, BANDWIDTH_TARGETS)):
         for r in rows:
             if r["size"] == PERFTEST_FLOOR_SIZE:
                 continue
             for name in targets:
                 value = r["target_ratios"][name]
                 if value is not None:
-                    label = (labels[name] % size_label(r["size"])) + (" ?" if r["undecided"][name] else "")
+                    label = "%s %s: %s%s" % (kind, size_label(r["size"]), TARGET_LABELS[name],
+                                             " ?" if r["undecided"][name] else "")
                     bars.append((label, value, r["targets"][name] == "met"))
     return ratio_chart.draw(
         bars, png,
