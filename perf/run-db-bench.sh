@@ -214,8 +214,9 @@ bulk() {
 }
 
 # Each figure twice per transport, in the order TCP, RDMA, RDMA, TCP, so
-# that neither transport always goes first or last; db_report.py keeps each
-# transport's better round and shows both.
+# that neither transport always goes first or last: db_report.py takes
+# RDMA/TCP within each round, and a steady drift of the machine's speed
+# moves the two rounds' ratios in opposite directions.
 both() {
   local fn=$1 name=$2; shift 2
   "$fn" "$name" tcp 1 "$@"
