@@ -37,16 +37,16 @@ FIGURES = [
     ("copy_in.{}.mb_per_s", "COPY in", "MB/s", "higher", None),
     ("pg_dump.{}.mb_per_s", "pg_dump", "MB/s", "higher", None),
     ("pg_basebackup.{}.mb_per_s", "pg_basebackup", "MB/s", "higher", None),
-    # The whole psql run, its start and session setup included, per MB.
-    ("copy_out.{}.client_cpu_ms_per_mb", "client CPU, COPY out", "ms/MB", "lower", None),
-    # The same less what the same command costs when it copies nothing:
-    # the CPU of moving the bytes, which the target is about (setup has the
-    # pgbench -C figures). Over RDMA a session costs the client about a
-    # quarter of a second more of the guest's CPU than over TCP, about
-    # 2 ms per MB of this COPY.
+    # The whole psql run per MB, its start and session setup included: the
+    # issue's figure and target.
+    ("copy_out.{}.client_cpu_ms_per_mb", "client CPU, COPY out", "ms/MB", "lower", "<= 1.0"),
+    # What the same command costs when it copies nothing, and the COPY's CPU
+    # past it: how much of the above is the session (over RDMA about a
+    # quarter of a second more of the guest's CPU than over TCP) and how
+    # much the bytes. Diagnostics, no target.
     ("copy_out.{}.session_client_cpu_ms", "client CPU, a session copying nothing", "ms", "lower", None),
     ("copy_out.{}.client_cpu_past_session_ms_per_mb", "client CPU, COPY out, past the session", "ms/MB",
-     "lower", "<= 1.0"),
+     "lower", None),
     ("copy_out.{}.server_cpu_ms_per_mb", "server CPU, COPY out", "ms/MB", "lower", None),
     # The walsender that sends a base backup does little but move bytes, so
     # this row shows what rxe's work in the sender's post costs per MB.
@@ -93,15 +93,20 @@ def number(values, key):
         return None
 
 
-def rounds_of(values, template, transport):
-    """Every round's value of one figure ("name.{}.figure"), in order."""
+def by_round(values, template, transport):
+    """{round number: value} of one figure ("name.{}.figure")."""
     name, _, figure = template.split(".", 2)
-    found = []
+    found = {}
     for round_no in range(1, 10):
         value = number(values, f"{name}.{transport}.r{round_no}.{figure}")
         if value is not None:
-            found.append(value)
+            found[round_no] = value
     return found
+
+
+def rounds_of(values, template, transport):
+    """Every measured round's value of one figure, in round order."""
+    return list(by_round(values, template, transport).values())
 
 
 def round_spread(rounds):
@@ -109,9 +114,11 @@ def round_spread(rounds):
     return max(rounds) / min(rounds) - 1 if len(rounds) > 1 and min(rounds) > 0 else None
 
 
-def round_ratios(rdma_rounds, tcp_rounds):
-    """RDMA/TCP within each round: the two figures taken one after the other."""
-    return [round(r / t, 3) for r, t in zip(rdma_rounds, tcp_rounds) if t]
+def round_ratios(rdma_by_round, tcp_by_round):
+    """RDMA/TCP within each round that has both figures (taken one after the
+    other); a round with one missing has none, never a pairing across rounds."""
+    return [rdma_by_round[n] / tcp_by_round[n] for n in sorted(rdma_by_round)
+            if n in tcp_by_round and tcp_by_round[n] > 0 and rdma_by_round[n] >= 0]
 
 
 def median_ratio(ratios):
@@ -140,10 +147,11 @@ def build(raw):
     rows = []
     for key, label, unit, better, target in FIGURES:
         pick = max if better == "higher" else min
-        rdma_rounds, tcp_rounds = rounds_of(values, key, "rdma"), rounds_of(values, key, "tcp")
+        rdma_by_round, tcp_by_round = by_round(values, key, "rdma"), by_round(values, key, "tcp")
+        rdma_rounds, tcp_rounds = list(rdma_by_round.values()), list(tcp_by_round.values())
         rdma = pick(rdma_rounds) if rdma_rounds else None
         tcp = pick(tcp_rounds) if tcp_rounds else None
-        ratios = round_ratios(rdma_rounds, tcp_rounds)
+        ratios = round_ratios(rdma_by_round, tcp_by_round)
         ratio = median_ratio(ratios)
         spreads = [x for x in (round_spread(rdma_rounds), round_spread(tcp_rounds)) if x is not None]
         row = {"figure": label, "unit": unit, "better": better, "rdma": rdma, "tcp": tcp,
@@ -215,7 +223,8 @@ def draw(report, png):
         if ratio is None or not r["charted"]:
             continue
         rdma_better = ratio >= 1 if r["better"] == "higher" else ratio <= 1
-        bars.append((f"{r['figure']} ({r['unit']})", ratio, rdma_better))
+        undecided_mark = " ?" if r["undecided"] else ""
+        bars.append((f"{r['figure']} ({r['unit']}){undecided_mark}", ratio, rdma_better))
     return ratio_chart.draw(
         bars, png,
         "pg_rdma: RDMA / TCP, same PostgreSQL 15 server (Soft-RoCE guest)\\n"

@@ -194,9 +194,9 @@ pgbench_run() {  # NAME TRANSPORT ROUND PGBENCH_ARGS...
 # command as the bulk transfer that follows it but moving nothing: starting
 # the client and setting up its session (over RDMA also loading the verbs
 # libraries, opening the device, the queue pair and its registered memory,
-# about 0.25 s more of the guest's CPU than over TCP). bulk() takes it out
-# of its next client CPU per MB, so that figure is the cost of moving the
-# bytes; connection setup has figures of its own (pgbench -C).
+# about 0.25 s more of the guest's CPU than over TCP). The next bulk()
+# records its client CPU per MB past it too: how much of the whole run's
+# figure (the target's) is the session and how much the bytes.
 SESSION_CPU_S=''
 session_cpu() {
   local name=$1 transport=$2 round=$3; shift 3
@@ -215,6 +215,10 @@ session_cpu() {
 bulk() {
   local name=$1 transport=$2 round=$3 bytes=$4; shift 4
   local out=$RAW/$name-$transport-r$round.log key=$name.$transport.r$round
+  # A session measured for this transfer is this transfer's alone, whatever
+  # becomes of it.
+  local session_cpu=$SESSION_CPU_S
+  SESSION_CPU_S=''
   say "$name over $transport (round $round)"
   if ! client "$transport" "$out" "$@"; then
     say "$name over $transport failed (see $out.err)"; FAILED+=("$name-$transport-r$round"); return 1
@@ -229,10 +233,9 @@ bulk() {
   record "$key.seconds" "$WALL_S"
   record "$key.mb_per_s" "$(ratio "$mb" "$WALL_S")"
   record "$key.client_cpu_ms_per_mb" "$(ratio "$CLIENT_CPU_S" "$mb" 1e3)"
-  if [ -n "$SESSION_CPU_S" ]; then
+  if [ -n "$session_cpu" ] && awk -v a="$CLIENT_CPU_S" -v b="$session_cpu" 'BEGIN { exit !(a > b) }'; then
     record "$key.client_cpu_past_session_ms_per_mb" \
-      "$(ratio "$(awk -v a="$CLIENT_CPU_S" -v b="$SESSION_CPU_S" 'BEGIN { print a - b }')" "$mb" 1e3)"
-    SESSION_CPU_S=''
+      "$(ratio "$(awk -v a="$CLIENT_CPU_S" -v b="$session_cpu" 'BEGIN { print a - b }')" "$mb" 1e3)"
   fi
   record "$key.server_cpu_ms_per_mb" "$(ratio "$SERVER_CPU_S" "$mb" 1e3)"
   record "$key.guest_cpu_ms_per_mb" "$(ratio "$GUEST_CPU_S" "$mb" 1e3)"
