@@ -165,8 +165,10 @@ def build(raw):
         if name in BULK and unit == "MB/s" and ceiling:
             row["rdma_fraction_of_ib_write_bw"] = rdma / ceiling if rdma is not None else None
         rows.append(row)
-    setup = {t: rounds_of(values, "connect_1.{}.connection_ms", t) for t in ("rdma", "tcp")}
-    setup_extra = min(setup["rdma"]) - min(setup["tcp"]) if setup["rdma"] and setup["tcp"] else None
+    # What RDMA adds to a connection, within each round, as the ratios are.
+    setup = {t: by_round(values, "connect_1.{}.connection_ms", t) for t in ("rdma", "tcp")}
+    setup_extras = [setup["rdma"][n] - setup["tcp"][n] for n in sorted(setup["rdma"]) if n in setup["tcp"]]
+    setup_extra = statistics.median(setup_extras) if setup_extras else None
     backup_mb = rounds_of(values, "pg_basebackup.{}.mb", "tcp")
     return {"benchmark": "db", "env": env, "ib_write_bw_mb_per_s": ceiling,
             "connection_setup_rdma_minus_tcp_ms": setup_extra,
@@ -181,7 +183,7 @@ def print_table(report):
     print()
     print(f"PostgreSQL 15 over pg_rdma vs TCP, same server and address ({report['env'].get('device', '?')}, "
           f"one guest run; ib_write_bw 1 MiB = {fmt(report['ib_write_bw_mb_per_s'], 1)} MB/s)")
-    head = (f"{'figure':40} {'unit':6} {'rdma':>10} {'tcp':>10} {'rdma/tcp':>9} {'rounds':>13} "
+    head = (f"{'figure':40} {'unit':6} {'rdma':>10} {'tcp':>10} {'rdma/tcp':>9} {'rounds':>15} "
             f"{'target':>8} {'of ib_bw':>9}")
     print(head)
     print("-" * len(head))
@@ -192,10 +194,11 @@ def print_table(report):
         fraction = r.get("rdma_fraction_of_ib_write_bw")
         rounds = " / ".join(fmt(x) for x in r["round_ratios"])
         print(f"{r['figure']:40} {r['unit']:6} {fmt(r['rdma']):>10} {fmt(r['tcp']):>10} "
-              f"{fmt(r['rdma_over_tcp']):>9} {rounds:>13} {(r['target'] or ''):>8} "
+              f"{fmt(r['rdma_over_tcp']):>9} {rounds:>15} {(r['target'] or ''):>8} "
               f"{(fmt(fraction) if fraction is not None else ''):>9}{verdict}")
     if report["connection_setup_rdma_minus_tcp_ms"] is not None:
-        print(f"connection setup: RDMA adds {report['connection_setup_rdma_minus_tcp_ms']:.1f} ms to TCP's "
+        print(f"connection setup: RDMA adds {report['connection_setup_rdma_minus_tcp_ms']:.1f} ms to TCP's, "
+              f"the median of the rounds' "
               f"(scram-sha-256 authentication and the backend's fork are in both)")
     if report["cluster_mb"] is not None:
         print(f"pg_basebackup moved {report['cluster_mb']:.1f} MB (all rounds of every figure are in the JSON)")
@@ -206,7 +209,12 @@ def print_table(report):
     print("the other); rdma/tcp: their median, on which a target is judged. Above 1 is RDMA's gain for tps")
     print("and MB/s, its loss for ms and CPU.")
     for r in report["figures"]:
-        if r["undecided"]:
+        if not r["undecided"]:
+            continue
+        if len(r["round_ratios"]) < 2:
+            print(f"undecided (?): {r['figure'].strip()}: only one round has both transports' figures: "
+                  f"not decided by this run")
+        else:
             print(f"undecided (?): {r['figure'].strip()}: the rounds' ratios "
                   f"({' / '.join(fmt(x) for x in r['round_ratios'])}) fall on both sides of the target "
                   f"({r['target']}): not decided by this run")

@@ -348,4 +348,6 @@ main() {
   echo "$OUT_JSON"
 }
 
-main
+# exit on the same line: bash reads a script as it runs it, and an edit of
+# this file during a run must not be read as more commands once main returns.
+main; exit
