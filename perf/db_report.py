@@ -41,9 +41,9 @@ FIGURES = [
     # issue's figure and target.
     ("copy_out.{}.client_cpu_ms_per_mb", "client CPU, COPY out", "ms/MB", "lower", "<= 1.0"),
     # What the same command costs when it copies nothing, and the COPY's CPU
-    # past it: how much of the above is the session (over RDMA about a
-    # quarter of a second more of the guest's CPU than over TCP) and how
-    # much the bytes. Diagnostics, no target.
+    # past it: how much of the above is the session (over RDMA 0.1-0.3 s
+    # more of the guest's CPU than over TCP) and how much the bytes.
+    # Diagnostics, no target.
     ("copy_out.{}.session_client_cpu_ms", "client CPU, a session copying nothing", "ms", "lower", None),
     ("copy_out.{}.client_cpu_past_session_ms_per_mb", "client CPU, COPY out, past the session", "ms/MB",
      "lower", None),

@@ -194,8 +194,9 @@ pgbench_run() {  # NAME TRANSPORT ROUND PGBENCH_ARGS...
 # session_cpu NAME TRANSPORT ROUND CMD...: the client CPU of CMD, the same
 # command as the bulk transfer that follows it but moving nothing: starting
 # the client and setting up its session (over RDMA also loading the verbs
-# libraries, opening the device, the queue pair and its registered memory,
-# about 0.25 s more of the guest's CPU than over TCP). The next bulk()
+# libraries, into Debian's perl wrapper and psql both, and setting up the
+# queue pair: 0.1-0.3 s more of the guest's CPU than over TCP, mostly per
+# process rather than per connection; perf/README.md). The next bulk()
 # records its client CPU per MB past it too: how much of the whole run's
 # figure (the target's) is the session and how much the bytes.
 SESSION_CPU_S=''
