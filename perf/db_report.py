@@ -5,10 +5,10 @@ Reads what perf/run-db-bench.sh measured (RAW_DIR/results.txt: lines
 "NAME.TRANSPORT.rROUND.FIGURE value"; RAW_DIR/env.txt), shows each
 transport's better round for every figure (interference only makes a figure
 worse; every round is in the JSON), and takes RDMA/TCP round by round: the
-run measures TCP, RDMA, RDMA, TCP, so each round's two figures were taken
-one after the other, and a drift of the machine's speed over the run moves
-the two rounds' ratios in opposite directions, which their median (with two
-rounds, their mean) cancels. A best-of ratio does not: it takes RDMA from
+run measures TCP, RDMA; RDMA, TCP; TCP, RDMA (three rounds by default), so
+each round's two figures were taken one after the other, and a drift of the
+machine's speed over the run moves consecutive rounds' ratios in opposite
+directions, which their median damps. A best-of ratio does not: it takes RDMA from
 one end of the run and TCP from the other when the machine sped up or slowed
 down. A target's verdict is on that median, and undecided where the rounds'
 own ratios fall on both sides of it. Prints the table, writes the same to

@@ -5,8 +5,8 @@
 # regress/rxe-guest, which exports RXE_DEV and RXE_IP and sets ulimit -l
 # unlimited). Starts PostgreSQL 15 with the built pg_rdma (regress/pg) and
 # measures, over RDMA (libpq_rdma.so, with_rsocket=require) and over TCP
-# (plain libpq) to the same server and address, each figure twice per
-# transport in the order TCP, RDMA, RDMA, TCP, after a CHECKPOINT:
+# (plain libpq) to the same server and address, each figure in rounds of
+# one run per transport (TCP, RDMA; RDMA, TCP; TCP, RDMA), after a CHECKPOINT:
 #   pgbench -S, 1 client (latency, tps) and 8 clients (tps); TPC-B-like, 8
 #   clients (tps); pgbench -S -C (a new connection per transaction);
 #   COPY out and in of a table of about 110 MB, pg_dump of it, in MB/s;
@@ -22,7 +22,8 @@
 # .json. A measurement that fails is reported as missing and the run goes
 # on. The last line printed is the JSON path.
 # Environment: PG_RDMA_BENCH_HOST_LOAD (set by scripts/bench),
-# PG_RDMA_DB_BENCH_SECONDS (per pgbench run, default 10).
+# PG_RDMA_DB_BENCH_SECONDS (per pgbench run, default 10),
+# PG_RDMA_DB_BENCH_ROUNDS (rounds per figure, 2 to 9, default 3).
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -30,7 +31,7 @@ ROOT=$(dirname "$HERE")
 readonly HERE ROOT
 
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
-  sed -n '2,25s/^# \{0,1\}//p' "$0" >&2
+  sed -n '2,26s/^# \{0,1\}//p' "$0" >&2
   exit 2
 fi
 BUILD=$(cd "$1" && pwd) || exit 2
@@ -43,6 +44,11 @@ readonly BUILD OUT_JSON RAW SO
 
 # --- what is measured ----------------------------------------------------------
 readonly PGBENCH_SECONDS=${PG_RDMA_DB_BENCH_SECONDS:-10}
+# Three rounds: with two, one round's ratio on each side of a target left
+# it undecided, and the guest's speed moves a round by 10-30 % and more.
+ROUNDS=${PG_RDMA_DB_BENCH_ROUNDS:-3}
+case $ROUNDS in [2-9]) ;; *) echo "PG_RDMA_DB_BENCH_ROUNDS: 2 to 9, not '$ROUNDS'" >&2; exit 2 ;; esac
+readonly ROUNDS
 readonly PGBENCH_SCALE=8             # ~120 MB of pgbench tables; 8 branches for 8 clients
 readonly COPY_ROWS=1100000           # ~110 MB of COPY text (~100 B a row)
 readonly MANY_CLIENTS=8 THREADS=2    # the guest has 2 vCPUs
@@ -243,16 +249,22 @@ bulk() {
   record "$key.guest_cpu_ms_per_mb" "$(ratio "$GUEST_CPU_S" "$mb" 1e3)"
 }
 
-# Each figure twice per transport, in the order TCP, RDMA, RDMA, TCP, so
-# that neither transport always goes first or last: db_report.py takes
-# RDMA/TCP within each round, and a steady drift of the machine's speed
-# moves the two rounds' ratios in opposite directions.
+# Each figure in ROUNDS rounds of one run per transport, the order turned
+# every round (TCP, RDMA; RDMA, TCP; ...), so that neither transport always
+# goes first: db_report.py takes RDMA/TCP within each round, and a steady
+# drift of the machine's speed moves consecutive rounds' ratios in
+# opposite directions.
 both() {
-  local fn=$1 name=$2; shift 2
-  "$fn" "$name" tcp 1 "$@"
-  "$fn" "$name" rdma 1 "$@"
-  "$fn" "$name" rdma 2 "$@"
-  "$fn" "$name" tcp 2 "$@"
+  local fn=$1 name=$2 round; shift 2
+  for ((round = 1; round <= ROUNDS; round++)); do
+    if ((round % 2 == 1)); then
+      "$fn" "$name" tcp "$round" "$@"
+      "$fn" "$name" rdma "$round" "$@"
+    else
+      "$fn" "$name" rdma "$round" "$@"
+      "$fn" "$name" tcp "$round" "$@"
+    fi
+  done
 }
 
 make_data() {
