@@ -22,6 +22,7 @@ import statistics
 import sys
 
 import ratio_chart
+import round_verdict
 from host_load import busy_host_warning, slow_clock_warning
 
 # (key, label, unit, what is better, target on RDMA/TCP or None)
@@ -121,10 +122,6 @@ def round_ratios(rdma_by_round, tcp_by_round):
             if n in tcp_by_round and tcp_by_round[n] > 0 and rdma_by_round[n] >= 0]
 
 
-def median_ratio(ratios):
-    return statistics.median(ratios) if ratios else None
-
-
 def meets(ratio, target):
     if ratio is None or target is None:
         return None
@@ -133,11 +130,10 @@ def meets(ratio, target):
 
 
 def undecided(ratios, target):
-    """A target this run does not decide: its rounds' ratios fall on both
-    sides of it, or fewer than two rounds have both figures."""
+    """A target this run does not decide (round_verdict)."""
     if target is None or not ratios:
         return False
-    return len(ratios) < 2 or len({meets(r, target) for r in ratios}) > 1
+    return round_verdict.undecided(ratios, lambda r: meets(r, target))
 
 
 def build(raw):
@@ -152,7 +148,7 @@ def build(raw):
         rdma = pick(rdma_rounds) if rdma_rounds else None
         tcp = pick(tcp_rounds) if tcp_rounds else None
         ratios = round_ratios(rdma_by_round, tcp_by_round)
-        ratio = median_ratio(ratios)
+        ratio = round_verdict.median_of_rounds(ratios)
         spreads = [x for x in (round_spread(rdma_rounds), round_spread(tcp_rounds)) if x is not None]
         row = {"figure": label, "unit": unit, "better": better, "rdma": rdma, "tcp": tcp,
                "rdma_rounds": rdma_rounds, "tcp_rounds": tcp_rounds, "round_ratios": ratios,

@@ -26,6 +26,7 @@ import statistics
 import sys
 
 import ratio_chart
+import round_verdict
 from host_load import busy_host_warning, slow_clock_warning
 
 MIB = 1024 * 1024
@@ -285,7 +286,8 @@ def judge_targets(row, targets):
         value = median_ratio(paired) if paired else row["ratios"][key]
         row["target_ratios"][name] = value
         row["targets"][name] = verdict(value, limit, op)
-        row["undecided"][name] = value is not None and (len(paired) < 2 or undecided(paired, limit, op))
+        row["undecided"][name] = value is not None and round_verdict.undecided(
+            paired, lambda r, limit=limit, op=op: verdict(r, limit, op))
 
 
 def per_round(rounds, log_name, size, parse, key):
@@ -300,15 +302,10 @@ def round_ratios(numerators, denominators):
 
 
 def median_ratio(ratios):
-    """The median of the rounds' own ratios, None if no round has one."""
-    paired = [r for r in ratios if r is not None]
-    return round(statistics.median(paired), 3) if paired else None
-
-
-def undecided(ratios, limit, op):
-    """Whether these ratios fall on both sides of the target."""
-    verdicts = {verdict(r, limit, op) for r in ratios if r is not None}
-    return len(verdicts) > 1
+    """The median of the rounds' own ratios (round_verdict), to the 3
+    decimals the tables print, None if no round has one."""
+    value = round_verdict.median_of_rounds(ratios)
+    return None if value is None else round(value, 3)
 
 
 # transport_bench runs: their message counts include its warm-up.
