@@ -120,7 +120,7 @@ StepStatus Acceptor::await_request(Error& err) {
             s.last_refusal = std::move(refusal);
             continue;
         }
-        CmChannelPtr channel = make_cm_channel(err);
+        CmChannelPtr channel = make_cm_channel(SetupSide::Listening, err);
         if (!channel) return StepStatus::Failed;
         // The accepted id leaves the listener's channel: its events are
         // this connection's alone from now on.

@@ -23,6 +23,9 @@ namespace {
 // ones transient descriptors): measured with rxe, where 7 spare still
 // failed in rdma_connect without a useful errno.
 constexpr int kLibraryDescriptors = 4;
+// A connection made in a process whose librdmacm descriptors are a parent's
+// also holds a device context of its own (Endpoint).
+constexpr int kOwnContextDescriptors = 1;
 
 // The process that first made an event channel, with which librdmacm opens
 // its descriptors, and whether this process is a fork of it (or of one of
@@ -41,14 +44,15 @@ void mark_inherited_after_fork() {
 
 }  // namespace
 
-bool rdma_setup_possible(Error& err) noexcept {
-    if (!g_rdmacm_inherited.load(std::memory_order_relaxed)) return true;
+bool verbs_inherited_from_parent() noexcept { return g_rdmacm_inherited.load(std::memory_order_relaxed); }
+
+bool rdma_setup_possible(SetupSide side, Error& err) noexcept {
+    if (side == SetupSide::Connecting || !verbs_inherited_from_parent()) return true;
     return fail(err, EOPNOTSUPP,
-                fmt::format("RDMA cannot be set up in this process: it was forked from process {} (or a descendant "
-                            "of it) after that process had used RDMA, and librdmacm keeps the device descriptors "
-                            "it opened there, which a forked process cannot use (the kernel refuses rxe's and "
-                            "siw's commands through them). Make RDMA connections in a process forked before any "
-                            "RDMA use, or exec after fork",
+                fmt::format("an RDMA listener cannot be set up in this process: it was forked from process {} (or "
+                            "a descendant of it) after that process had used RDMA, and librdmacm keeps the device "
+                            "descriptors it opened there, which a forked process cannot use. Listen in a process "
+                            "forked before any RDMA use, or exec after fork",
                             g_rdmacm_user.load(std::memory_order_relaxed)));
 }
 
@@ -63,11 +67,12 @@ constexpr std::uint8_t kRnrRetryCount = 3;
 
 }  // namespace
 
-CmChannelPtr make_cm_channel(Error& err) {
+CmChannelPtr make_cm_channel(SetupSide side, Error& err) {
     // Every setup starts here: check the descriptors for the whole
     // connection, and librdmacm's own, up front.
-    if (!rdma_setup_possible(err)) return nullptr;
-    if (!check_descriptor_headroom(kDescriptorsPerConnection + kLibraryDescriptors, err)) return nullptr;
+    if (!rdma_setup_possible(side, err)) return nullptr;
+    const int own_context = verbs_inherited_from_parent() ? kOwnContextDescriptors : 0;
+    if (!check_descriptor_headroom(kDescriptorsPerConnection + kLibraryDescriptors + own_context, err)) return nullptr;
     CmChannelPtr channel(rdma_create_event_channel());
     if (!channel) {
         fail_errno(err, errno != 0 ? errno : ENODEV, "rdma_create_event_channel");

@@ -13,19 +13,29 @@ namespace pg_rdma::transport {
 
 // A new event channel whose fd is non-blocking: setup steps and Stream
 // take events from it without ever waiting. Fails, as rdma_setup_possible()
-// does, in a process forked after its parent had used RDMA.
-CmChannelPtr make_cm_channel(Error& err);
+// does, for a listener in a process forked after its parent had used RDMA.
+CmChannelPtr make_cm_channel(SetupSide side, Error& err);
 
-// False, with what to do, in a process forked from one that had already
-// used librdmacm: librdmacm keeps the verbs descriptors it opened in that
-// process for good, and no call of it opens them anew. The kernel refuses
-// a write() command through a descriptor another process opened (EACCES),
-// which is how rxe and siw ring their doorbells; on other devices the
-// child's queue pairs and pinned memory would belong to the parent's
-// device context, outliving the child. So the decline is for every device,
-// conservatively. Connections made before the fork are not concerned: they
-// are handed over (fork_handover.hpp).
-bool rdma_setup_possible(Error& err) noexcept;
+// Whether this process was forked from one that had already used librdmacm
+// (or from a descendant of it). librdmacm keeps the verbs descriptors it
+// opened in that process for good, and no call of it opens them anew. The
+// kernel refuses a write() command through a descriptor another process
+// opened (EACCES), which is how rxe and siw ring their doorbells; on other
+// devices the child's queue pairs and pinned memory would belong to the
+// parent's device context, outliving the child. So such a process makes
+// every verbs resource of a new connection on a device context of its own
+// (Endpoint), for every device alike, and leaves librdmacm only the
+// connection's management, which goes through the rdma_cm descriptor each
+// event channel opens anew. Connections made before the fork are not
+// concerned: they are handed over (fork_handover.hpp).
+[[nodiscard]] bool verbs_inherited_from_parent() noexcept;
+
+// False, with what to do, for a listener in such a process: an accepted
+// connection's queue pair would have to be brought up by hand on the
+// passive side as well, which nothing in PostgreSQL's process model needs
+// (a backend is forked from a postmaster that never uses RDMA). Connecting
+// is possible in every process.
+bool rdma_setup_possible(SetupSide side, Error& err) noexcept;
 
 // Takes the next event on `channel` into `event` if one is there, leaving
 // it empty when there is none yet (wait for POLLIN on channel->fd). False,

@@ -28,18 +28,21 @@ public:
     HandshakeStage handshake;            // Handshaking and Done
 
     // The event that ends `stage`, and what to call a failure to get it.
-    static rdma_cm_event_type awaited(Stage stage);
+    [[nodiscard]] rdma_cm_event_type awaited(Stage stage) const;
     [[nodiscard]] std::string doing(Stage stage) const;
     [[nodiscard]] rdma_event_channel* events() const {
         return endpoint ? endpoint->cm_channel() : channel.get();
     }
 };
 
-rdma_cm_event_type Connector::State::awaited(Stage stage) {
+rdma_cm_event_type Connector::State::awaited(Stage stage) const {
     switch (stage) {
         case Stage::ResolvingAddress: return RDMA_CM_EVENT_ADDR_RESOLVED;
         case Stage::ResolvingRoute: return RDMA_CM_EVENT_ROUTE_RESOLVED;
-        default: return RDMA_CM_EVENT_ESTABLISHED;
+        default:
+            // rdma_cm brings up only a QP it made itself (endpoint.hpp).
+            return endpoint && endpoint->owns_queue_pair() ? RDMA_CM_EVENT_CONNECT_RESPONSE
+                                                           : RDMA_CM_EVENT_ESTABLISHED;
     }
 }
 
@@ -91,7 +94,7 @@ std::unique_ptr<Connector> Connector::start(const sockaddr* dst, const sockaddr*
                                             const Settings& settings, Deadline deadline, Error& err) noexcept {
     try {
         auto state = std::make_unique<State>(nonce, settings, format_address(dst));
-        state->channel = make_cm_channel(err);
+        state->channel = make_cm_channel(SetupSide::Connecting, err);
         if (!state->channel) return nullptr;
         rdma_cm_id* raw = nullptr;
         if (rdma_create_id(state->channel.get(), &raw, nullptr, RDMA_PS_TCP) != 0) {
@@ -152,7 +155,7 @@ StepStatus Connector::advance(Error& err) {
 
 StepStatus Connector::await_cm_event(Error& err) {
     State& s = *state_;
-    const rdma_cm_event_type awaited = State::awaited(stage_);
+    const rdma_cm_event_type awaited = s.awaited(stage_);
     {
         // Acknowledged at the end of this block, before anything can
         // destroy its id (rdma_destroy_id waits for every acknowledgement).
@@ -184,6 +187,7 @@ StepStatus Connector::await_cm_event(Error& err) {
             rdma_conn_param param = connection_parameters();
             param.private_data = private_data.data();
             param.private_data_len = static_cast<std::uint8_t>(private_data.size());
+            param.qp_num = s.endpoint->queue_pair_number();  // read only for a QP rdma_cm does not know
             if (rdma_connect(s.endpoint->id(), &param) != 0) {
                 fail_errno(err, errno, fmt::format("rdma_connect({})", s.where));
                 return StepStatus::Failed;
@@ -192,6 +196,7 @@ StepStatus Connector::await_cm_event(Error& err) {
             break;
         }
         default:
+            if (!s.endpoint->establish(err)) return StepStatus::Failed;
             if (!s.handshake.start(std::move(s.endpoint), Role::Active, err)) return StepStatus::Failed;
             stage_ = Stage::Handshaking;
             break;

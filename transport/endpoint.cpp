@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "transport/cm_events.hpp"
+
 namespace pg_rdma::transport {
 namespace {
 
@@ -22,6 +24,34 @@ bool set_nonblocking(int fd) {
 std::size_t local_bytes(const Settings& s) {
     return s.tx_buffer_size + (std::size_t{s.credits} + s.send_queue_depth) * kSlotBytes;
 }
+
+// A context of this process's own on the device `like` belongs to (one that
+// librdmacm opened in a parent). libibverbs looks the devices up anew.
+ContextPtr open_own_context(const ibv_device& like, Error& err) {
+    const std::string name = ibv_get_device_name(const_cast<ibv_device*>(&like));
+    int count = 0;
+    ibv_device** list = ibv_get_device_list(&count);
+    if (list == nullptr) {
+        fail_errno(err, errno != 0 ? errno : ENODEV, "ibv_get_device_list");
+        return nullptr;
+    }
+    ContextPtr context;
+    bool found = false;
+    for (int i = 0; i < count && !found; ++i) {
+        if (name != ibv_get_device_name(list[i])) continue;
+        found = true;
+        context.reset(ibv_open_device(list[i]));
+        if (!context) fail_errno(err, errno != 0 ? errno : ENODEV, fmt::format("ibv_open_device({})", name));
+    }
+    ibv_free_device_list(list);
+    if (!found) fail(err, ENODEV, fmt::format("ibv_get_device_list: no device {} any more", name));
+    return context;
+}
+
+// rdma_cm's queue pair attributes carry a RoCE-only part that an
+// InfiniBand port refuses; librdmacm masks it off the same way for the
+// queue pairs it brings up itself (its "rdma_ucm kernel bug" workaround).
+constexpr int kRoceOnlyAttributeBits = 0xe00000;  // bits 21-24 of ibv_qp_attr_mask
 
 }  // namespace
 
@@ -44,6 +74,11 @@ Endpoint::~Endpoint() = default;
 bool Endpoint::create_queues(Error& err) {
     ibv_context* ctx = id_->verbs;
     if (ctx == nullptr) return fail(err, ENODEV, "rdma_cm id has no RDMA device (address not on an RDMA port)");
+    if (verbs_inherited_from_parent()) {
+        own_context_ = open_own_context(*ctx->device, err);
+        if (!own_context_) return false;
+        ctx = own_context_.get();
+    }
     pd_.reset(ibv_alloc_pd(ctx));
     if (!pd_) return fail_errno(err, errno ? errno : ENOMEM, "ibv_alloc_pd");
     comp_channel_.reset(ibv_create_comp_channel(ctx));
@@ -64,19 +99,67 @@ bool Endpoint::create_queues(Error& err) {
     attr.cap.max_recv_wr = settings_.credits;
     attr.cap.max_send_sge = 1;
     attr.cap.max_recv_sge = 1;
+    if (!create_queue_pair(attr, err)) return false;
+    // The QP reports what the device granted, possibly more than asked.
+    inline_limit_ = std::min(attr.cap.max_inline_data, settings_.max_inline);
+    return true;
+}
+
+bool Endpoint::create_queue_pair(ibv_qp_init_attr& attr, Error& err) {
+    const char* call = own_context_ ? "ibv_create_qp" : "rdma_create_qp";
     // A device with less room for inline data than asked (or none)
     // refuses the QP; with less of it a write is only slower.
     for (std::uint32_t ask = settings_.max_inline;; ask = next_inline_ask(ask)) {
         const ibv_qp_cap wanted = attr.cap;
         attr.cap.max_inline_data = ask;
-        if (rdma_create_qp(id_.get(), pd_.get(), &attr) == 0) break;
+        if (own_context_) {
+            own_qp_.reset(ibv_create_qp(pd_.get(), &attr));
+            if (own_qp_) break;
+        } else if (rdma_create_qp(id_.get(), pd_.get(), &attr) == 0) {
+            break;
+        }
         if (ask == 0 || (errno != EINVAL && errno != ENOMEM))
-            return fail_errno(err, errno, fmt::format("rdma_create_qp ({} B of inline data)", ask));
+            return fail_errno(err, errno, fmt::format("{} ({} B of inline data)", call, ask));
         attr.cap = wanted;  // a refusal may have written its own figures back
     }
-    qp_ = CmQp(id_.get());
-    // The QP reports what the device granted, possibly more than asked.
-    inline_limit_ = std::min(attr.cap.max_inline_data, settings_.max_inline);
+    if (!own_context_) {
+        qp_ = CmQp(id_.get());
+        qp_raw_ = qp_.get();
+        return true;
+    }
+    qp_raw_ = own_qp_.get();
+    // rdma_create_qp brings its QP to INIT at once; receives may be posted
+    // from there on.
+    return move_own_queue_pair(IBV_QPS_INIT, "INIT", err);
+}
+
+bool Endpoint::move_own_queue_pair(ibv_qp_state state, const char* what, Error& err) {
+    ibv_qp_attr attr{};
+    int mask = 0;
+    attr.qp_state = state;
+    if (rdma_init_qp_attr(id_.get(), &attr, &mask) != 0)
+        return fail_errno(err, errno, fmt::format("rdma_init_qp_attr({})", what));
+    if (state == IBV_QPS_RTR) {
+        ibv_port_attr port{};
+        if (int rc = ibv_query_port(own_context_.get(), id_->port_num, &port); rc != 0)
+            return fail_errno(err, rc, fmt::format("ibv_query_port({})", id_->port_num));
+        if (port.link_layer == IBV_LINK_LAYER_INFINIBAND) mask &= ~kRoceOnlyAttributeBits;
+    }
+    if (int rc = ibv_modify_qp(own_qp_.get(), &attr, mask); rc != 0)
+        return fail_errno(err, rc, fmt::format("ibv_modify_qp({})", what));
+    return true;
+}
+
+bool Endpoint::establish(Error& err) {
+    if (!own_qp_) return true;  // rdma_cm brought its QP up already
+    // INIT again first, as librdmacm does for its own QPs: before the
+    // connection's CM exchange, rdma_cm's INIT attributes grant the peer
+    // no remote access (its RDMA WRITEs into our ring would fail); now
+    // they grant what the exchange agreed.
+    if (!move_own_queue_pair(IBV_QPS_INIT, "INIT, as connected", err) ||
+        !move_own_queue_pair(IBV_QPS_RTR, "RTR", err) || !move_own_queue_pair(IBV_QPS_RTS, "RTS", err))
+        return false;
+    if (rdma_establish(id_.get()) != 0) return fail_errno(err, errno, "rdma_establish");
     return true;
 }
 
@@ -113,7 +196,7 @@ bool Endpoint::post_recv(std::uint32_t slot) {
     wr.sg_list = &sge;
     wr.num_sge = 1;
     ibv_recv_wr* bad = nullptr;
-    if (int rc = ibv_post_recv(qp_.get(), &wr, &bad); rc != 0) {
+    if (int rc = ibv_post_recv(qp_raw_, &wr, &bad); rc != 0) {
         errno = rc;
         return false;
     }
@@ -122,7 +205,7 @@ bool Endpoint::post_recv(std::uint32_t slot) {
 
 bool Endpoint::post_send(ibv_send_wr& wr) {
     ibv_send_wr* bad = nullptr;
-    if (int rc = ibv_post_send(qp_.get(), &wr, &bad); rc != 0) {
+    if (int rc = ibv_post_send(qp_raw_, &wr, &bad); rc != 0) {
         errno = rc;
         return false;
     }
@@ -199,7 +282,17 @@ bool Endpoint::take_peer_gone_event() {
     return gone;
 }
 
-void Endpoint::disconnect() { rdma_disconnect(id_.get()); }
+void Endpoint::disconnect() {
+    if (own_qp_) {
+        // What rdma_disconnect does first to a QP it knows: on InfiniBand
+        // and RoCE the error state, which flushes what is outstanding so
+        // that nothing waits on a dead peer; on iWARP SQD.
+        ibv_qp_attr attr{};
+        attr.qp_state = own_context_->device->transport_type == IBV_TRANSPORT_IWARP ? IBV_QPS_SQD : IBV_QPS_ERR;
+        (void)ibv_modify_qp(own_qp_.get(), &attr, IBV_QP_STATE);
+    }
+    rdma_disconnect(id_.get());
+}
 
 void Endpoint::take_completion_event() {
     // One read: looping until EAGAIN would cost a second system call per

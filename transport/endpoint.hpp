@@ -29,6 +29,14 @@ public:
     // CONNECT_REQUEST (passive side), with the event channel it reports to.
     // Creates everything and posts every receive, ready for rdma_connect or
     // rdma_accept. Checks RLIMIT_MEMLOCK first.
+    //
+    // In a process whose librdmacm descriptors are a parent's
+    // (cm_events.hpp, verbs_inherited_from_parent), everything is made on a
+    // device context of the connection's own instead of librdmacm's, and
+    // the queue pair is one rdma_cm does not know (owns_queue_pair()): the
+    // active side then passes its number to rdma_connect, and on
+    // RDMA_CM_EVENT_CONNECT_RESPONSE (which comes instead of ESTABLISHED)
+    // calls establish().
     static std::unique_ptr<Endpoint> create(CmChannelPtr channel, CmIdPtr id,
                                             const Settings& settings, Error& err);
     ~Endpoint() override;
@@ -60,6 +68,15 @@ public:
     // Call poll() afterwards: completions that raced with it are there.
     bool arm(bool solicited_only) override;
 
+    // Whether the queue pair is ours rather than rdma_cm's (above).
+    [[nodiscard]] bool owns_queue_pair() const { return own_qp_ != nullptr; }
+    [[nodiscard]] std::uint32_t queue_pair_number() const { return qp_raw_->qp_num; }
+    // For a queue pair of our own, after RDMA_CM_EVENT_CONNECT_RESPONSE:
+    // brings it to ready-to-receive and ready-to-send with the attributes
+    // rdma_cm worked out for the connection (remote access included), then
+    // rdma_establish (which lets the passive side's ESTABLISHED come).
+    bool establish(Error& err);
+
     [[nodiscard]] rdma_cm_id* id() const { return id_.get(); }
     [[nodiscard]] rdma_event_channel* cm_channel() const { return cm_channel_.get(); }
     [[nodiscard]] int completion_fd() const override { return comp_channel_->fd; }
@@ -80,6 +97,9 @@ public:
 private:
     explicit Endpoint(const Settings& settings) : settings_(settings) {}
     bool create_queues(Error& err);
+    bool create_queue_pair(ibv_qp_init_attr& attr, Error& err);
+    // Our own queue pair to `state`, with rdma_cm's attributes for it.
+    bool move_own_queue_pair(ibv_qp_state state, const char* what, Error& err);
     bool create_buffers(Error& err);
     bool post_all_receives(Error& err);
     bool post_send(ibv_send_wr& wr);
@@ -94,12 +114,15 @@ private:
     // (QP first, event channel last), see verbs_raii.hpp.
     CmChannelPtr cm_channel_;
     CmIdPtr id_;
+    ContextPtr own_context_;  // only where librdmacm's contexts are a parent's
     PdPtr pd_;
     CompChannelPtr comp_channel_;
     CqPtr cq_;
     PinnedBuffer rx_ring_;
     PinnedBuffer local_;
-    CmQp qp_;
+    CmQp qp_;      // rdma_cm's, or
+    QpPtr own_qp_;  // ours, on own_context_
+    ibv_qp* qp_raw_ = nullptr;  // whichever of the two exists
 };
 
 }  // namespace pg_rdma::transport

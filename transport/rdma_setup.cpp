@@ -38,9 +38,9 @@ public:
     CmIdPtr id;
 };
 
-bool rdma_usable(const Settings& settings, Error& err) noexcept {
+bool rdma_usable(const Settings& settings, SetupSide side, Error& err) noexcept {
     try {
-        if (!check_settings(settings, err) || !rdma_setup_possible(err)) return false;
+        if (!check_settings(settings, err) || !rdma_setup_possible(side, err)) return false;
         int count = 0;
         ibv_device** list = ibv_get_device_list(&count);
         if (list != nullptr) ibv_free_device_list(list);
@@ -77,7 +77,7 @@ std::unique_ptr<Listener> Listener::create(const sockaddr* addr, const Settings&
     try {
         if (!check_settings(settings, err)) return nullptr;
         auto cm = std::make_unique<CmListener>();
-        cm->channel = make_cm_channel(err);
+        cm->channel = make_cm_channel(SetupSide::Listening, err);
         if (!cm->channel) return nullptr;
         rdma_cm_id* raw = nullptr;
         if (rdma_create_id(cm->channel.get(), &raw, nullptr, RDMA_PS_TCP) != 0) {

@@ -71,8 +71,9 @@ std::unique_ptr<Connection> connect(const sockaddr* dst, const protocol::Nonce& 
                                     const Settings& settings, Error& err) noexcept;
 
 // Cheap checks before asking a peer for RDMA: is there an RDMA device at all,
-// may this process pin what `settings` needs (RLIMIT_MEMLOCK), and was it not
-// forked after its parent used RDMA (cm_events.hpp, rdma_setup_possible)?
-bool rdma_usable(const Settings& settings, Error& err) noexcept;
+// may this process pin what `settings` needs (RLIMIT_MEMLOCK), and, for a
+// listening side, was it not forked after its parent used RDMA (cm_events.hpp,
+// rdma_setup_possible)?
+bool rdma_usable(const Settings& settings, SetupSide side, Error& err) noexcept;
 
 }  // namespace pg_rdma::transport

@@ -32,6 +32,10 @@ using Deadline = SetupClock::time_point;
 
 enum class StepStatus { InProgress, Done, Failed };
 
+// Which end of a connection a setup makes: what a process forked after its
+// parent used RDMA can still do differs (cm_events.hpp).
+enum class SetupSide { Connecting, Listening };
+
 // The descriptors a setup waits on before its next step, ready for poll().
 // Client-side setups always name one, so an application's event loop can
 // wait on it alone; the server's upgrade also watches its TCP socket.

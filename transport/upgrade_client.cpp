@@ -35,7 +35,7 @@ StepStatus ClientUpgrade::advance() {
         started_ = true;
         Error err;
         // Nothing is sent yet: the session simply stays on TCP.
-        if (!rdma_usable(settings_, err) || !tcp_addresses(fd_, local_, peer_, err))
+        if (!rdma_usable(settings_, SetupSide::Connecting, err) || !tcp_addresses(fd_, local_, peer_, err))
             return fall_back(UpgradeOutcome::TcpSame, std::move(err));
         request_ = protocol::encode_upgrade_request();
     }

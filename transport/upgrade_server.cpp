@@ -58,7 +58,7 @@ bool ServerUpgrade::open_endpoint(protocol::Nonce& nonce, Error& err) {
     // The endpoint listens on the TCP connection's local address, so the
     // client reaches it the way it reached us; it must come from the peer.
     sockaddr_storage local{}, peer{};
-    if (!tcp_addresses(fd_, local, peer, err) || !rdma_usable(settings_, err)) return false;
+    if (!tcp_addresses(fd_, local, peer, err) || !rdma_usable(settings_, SetupSide::Listening, err)) return false;
     listener_ = Listener::create(as_sockaddr(local), settings_, err);
     if (!listener_) return false;
     if (!protocol::generate_nonce(nonce)) return fail(err, EIO, "RAND_bytes failed to produce a nonce");

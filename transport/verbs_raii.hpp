@@ -4,8 +4,11 @@
 //
 // Release order matters and is the reverse of creation; the class that holds
 // several of these (Endpoint) declares them in creation order:
-//   event channel <- cm id <- PD <- completion channel <- CQ <- MRs <- QP
-// so the QP goes first and the event channel last.
+//   event channel <- cm id <- [device context] <- PD <- completion channel
+//   <- CQ <- MRs <- QP
+// so the QP goes first and the event channel last. The device context is
+// the connection's own only in a process whose librdmacm descriptors are a
+// parent's (cm_events.hpp); everything made on it goes before it.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -21,6 +24,9 @@ struct CmChannelDeleter {
 struct CmIdDeleter {
     void operator()(rdma_cm_id* id) const { rdma_destroy_id(id); }
 };
+struct ContextDeleter {
+    void operator()(ibv_context* c) const { ibv_close_device(c); }
+};
 struct PdDeleter {
     void operator()(ibv_pd* pd) const { ibv_dealloc_pd(pd); }
 };
@@ -33,13 +39,20 @@ struct CqDeleter {
 struct MrDeleter {
     void operator()(ibv_mr* mr) const { ibv_dereg_mr(mr); }
 };
+// A QP made with ibv_create_qp on a device context of our own, which
+// rdma_cm does not know.
+struct QpDeleter {
+    void operator()(ibv_qp* qp) const { ibv_destroy_qp(qp); }
+};
 
 using CmChannelPtr = std::unique_ptr<rdma_event_channel, CmChannelDeleter>;
 using CmIdPtr = std::unique_ptr<rdma_cm_id, CmIdDeleter>;
+using ContextPtr = std::unique_ptr<ibv_context, ContextDeleter>;
 using PdPtr = std::unique_ptr<ibv_pd, PdDeleter>;
 using CompChannelPtr = std::unique_ptr<ibv_comp_channel, CompChannelDeleter>;
 using CqPtr = std::unique_ptr<ibv_cq, CqDeleter>;
 using MrPtr = std::unique_ptr<ibv_mr, MrDeleter>;
+using QpPtr = std::unique_ptr<ibv_qp, QpDeleter>;
 
 // The QP of an rdma_cm id: created with rdma_create_qp, so it must be
 // destroyed with rdma_destroy_qp while the id still exists.

@@ -77,8 +77,7 @@ bool forked_away(const SocketEntry& entry) noexcept {
             "libpq_rdma: process %d cannot use an RDMA connection made before it was forked: a queue pair "
             "does not follow fork(). A child takes such a connection over only by reading, writing or "
             "waiting in poll/select on it before its parent uses it again (not through an epoll set made "
-            "before the fork). Make the connection in the process that uses it (over TCP in a process "
-            "forked after its parent used RDMA), or connect with "
+            "before the fork). Make the connection in the process that uses it, or connect with "
             "with_rsocket=false\n",
             static_cast<int>(self));
         // Straight to the kernel: this library wraps write().

@@ -405,3 +405,66 @@ TEST_CASE("a relayed session whose child is killed ends in order for the server"
         close(ready[1]);
     });
 }
+
+TEST_CASE("a process forked after its parent used RDMA connects on a device context of its own and cannot listen",
+          "[rdma][lifecycle][fork]") {
+    // pg_dump -j: the leader connects, then forks workers that connect
+    // themselves. librdmacm's device descriptors in the worker are the
+    // leader's, which the kernel refuses rxe's commands through; the
+    // worker's connection is made on a context it opens itself.
+    constexpr std::size_t kBytes = 4 * 1024 * 1024;
+    Pipe port;
+    Rendezvous rendezvous(port, Settings{});  // this process has now used RDMA
+    const auto child_body = [&]() -> int {
+        transport::Error err;
+        const sockaddr_in at = rdma_address(0);
+        if (transport::Listener::create(reinterpret_cast<const sockaddr*>(&at), Settings{}, err)) return 10;
+        std::fprintf(stderr, "child's listener: %s\n", err.message.c_str());
+        if (err.code != EOPNOTSUPP || err.message.find("forked from process") == std::string::npos) return 11;
+        std::string why;
+        auto conn = connect_to_parent(port, Settings{}, why);
+        if (!conn) {
+            std::fprintf(stderr, "child's connect: %s\n", why.c_str());
+            return 12;
+        }
+        if (!exchange(*conn, kBytes, kSeed, kBytes, kSeed + 1, why)) {
+            std::fprintf(stderr, "child's exchange: %s\n", why.c_str());
+            return 13;
+        }
+        return conn->close() == 0 ? 0 : 14;
+    };
+    PeerProcess child(child_body);
+    auto conn = rendezvous.accept();
+    std::string why;
+    CHECK(exchange(*conn, kBytes, kSeed + 1, kBytes, kSeed, why));
+    INFO(why);
+    CHECK(read_eof(*conn));
+    CHECK(child.wait() == 0);
+}
+
+TEST_CASE("a process forked after its parent used RDMA and let all of it go connects on a context of its own",
+          "[rdma][lifecycle][fork]") {
+    // Nothing of librdmacm's stays in use in the parent at the fork: its
+    // device descriptors stay open all the same, and the child must not
+    // touch them.
+    Pipe port;
+    {
+        Pipe unused;
+        Rendezvous first(unused, Settings{});
+    }
+    PeerProcess child([&]() -> int {
+        std::string why;
+        auto conn = connect_to_parent(port, Settings{}, why);
+        if (!conn) {
+            std::fprintf(stderr, "child's connect: %s\n", why.c_str());
+            return 12;
+        }
+        if (!write_pattern(*conn, 64 * 1024, kSeed)) return 13;
+        return conn->close() == 0 ? 0 : 14;
+    });
+    Rendezvous rendezvous(port, Settings{});
+    auto conn = rendezvous.accept();
+    CHECK(read_pattern(*conn, 64 * 1024, kSeed));
+    CHECK(read_eof(*conn));
+    CHECK(child.wait() == 0);
+}

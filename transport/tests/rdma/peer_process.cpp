@@ -36,7 +36,7 @@ bool resolve_route_to(std::uint16_t port, ResolvedId& out, std::string& why) {
     constexpr int kResolveMs = 5000;
     const auto deadline = transport::SetupClock::now() + 10s;
     transport::Error err;
-    out.channel = transport::make_cm_channel(err);
+    out.channel = transport::make_cm_channel(transport::SetupSide::Connecting, err);
     rdma_cm_id* raw = nullptr;
     if (!out.channel || rdma_create_id(out.channel.get(), &raw, nullptr, RDMA_PS_TCP) != 0)
         return why = "rdma_create_id", false;

@@ -1,8 +1,8 @@
 // A listener refuses a connection request that is not the one it waits
 // for (another session's nonce): the refused client is told what refusals
 // mean, and the listener goes on waiting for the right one. Each client is
-// forked before the parent uses RDMA (fallback_test: a process forked
-// after cannot set RDMA up), and learns the listener's port over a pipe.
+// forked before the parent uses RDMA (as a backend is forked from a
+// postmaster that never does), and learns the listener's port over a pipe.
 #include <catch2/catch.hpp>
 
 #include <cerrno>

@@ -153,7 +153,7 @@ ExtraAddress::~ExtraAddress() {
 double warm_up_rdma_libraries() {
     const auto before = std::chrono::steady_clock::now();
     transport::Error err;
-    if (!transport::rdma_usable(transport::Settings{}, err)) throw std::runtime_error(err.message);
+    if (!transport::rdma_usable(transport::Settings{}, transport::SetupSide::Listening, err)) throw std::runtime_error(err.message);
     protocol::Nonce nonce{};
     if (!protocol::generate_nonce(nonce)) throw std::runtime_error("generate_nonce failed");
     const sockaddr_in at = rdma_address(0);
