@@ -23,9 +23,6 @@ namespace {
 // ones transient descriptors): measured with rxe, where 7 spare still
 // failed in rdma_connect without a useful errno.
 constexpr int kLibraryDescriptors = 4;
-// A connection made in a process whose librdmacm descriptors are a parent's
-// also holds a device context of its own (Endpoint).
-constexpr int kOwnContextDescriptors = 1;
 
 // The process that first made an event channel, with which librdmacm opens
 // its descriptors, and whether this process is a fork of it (or of one of

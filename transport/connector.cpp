@@ -40,9 +40,10 @@ rdma_cm_event_type Connector::State::awaited(Stage stage) const {
         case Stage::ResolvingAddress: return RDMA_CM_EVENT_ADDR_RESOLVED;
         case Stage::ResolvingRoute: return RDMA_CM_EVENT_ROUTE_RESOLVED;
         default:
-            // rdma_cm brings up only a QP it made itself (endpoint.hpp).
-            return endpoint && endpoint->owns_queue_pair() ? RDMA_CM_EVENT_CONNECT_RESPONSE
-                                                           : RDMA_CM_EVENT_ESTABLISHED;
+            // rdma_cm brings up only a QP it made itself on InfiniBand and
+            // RoCE (endpoint.hpp); on iWARP the kernel does it either way.
+            return endpoint && endpoint->brings_up_own_queue_pair() ? RDMA_CM_EVENT_CONNECT_RESPONSE
+                                                                    : RDMA_CM_EVENT_ESTABLISHED;
     }
 }
 

@@ -25,33 +25,20 @@ std::size_t local_bytes(const Settings& s) {
     return s.tx_buffer_size + (std::size_t{s.credits} + s.send_queue_depth) * kSlotBytes;
 }
 
-// A context of this process's own on the device `like` belongs to (one that
-// librdmacm opened in a parent). libibverbs looks the devices up anew.
-ContextPtr open_own_context(const ibv_device& like, Error& err) {
-    const std::string name = ibv_get_device_name(const_cast<ibv_device*>(&like));
-    int count = 0;
-    ibv_device** list = ibv_get_device_list(&count);
-    if (list == nullptr) {
-        fail_errno(err, errno != 0 ? errno : ENODEV, "ibv_get_device_list");
-        return nullptr;
-    }
-    ContextPtr context;
-    bool found = false;
-    for (int i = 0; i < count && !found; ++i) {
-        if (name != ibv_get_device_name(list[i])) continue;
-        found = true;
-        context.reset(ibv_open_device(list[i]));
-        if (!context) fail_errno(err, errno != 0 ? errno : ENODEV, fmt::format("ibv_open_device({})", name));
-    }
-    ibv_free_device_list(list);
-    if (!found) fail(err, ENODEV, fmt::format("ibv_get_device_list: no device {} any more", name));
+// A context of this process's own on `device` (whose context librdmacm
+// opened in a parent). The ibv_device is libibverbs' record of the device,
+// which the fork copied: opening it opens the device's files anew, here.
+ContextPtr open_own_context(ibv_device* device, Error& err) {
+    ContextPtr context(ibv_open_device(device));
+    if (!context)
+        fail_errno(err, errno != 0 ? errno : ENODEV, fmt::format("ibv_open_device({})", ibv_get_device_name(device)));
     return context;
 }
 
 // rdma_cm's queue pair attributes carry a RoCE-only part that an
 // InfiniBand port refuses; librdmacm masks it off the same way for the
 // queue pairs it brings up itself (its "rdma_ucm kernel bug" workaround).
-constexpr int kRoceOnlyAttributeBits = 0xe00000;  // bits 21-24 of ibv_qp_attr_mask
+constexpr int kRoceOnlyAttributeBits = 0xe00000;  // bits 21-23 of ibv_qp_attr_mask
 
 }  // namespace
 
@@ -75,7 +62,7 @@ bool Endpoint::create_queues(Error& err) {
     ibv_context* ctx = id_->verbs;
     if (ctx == nullptr) return fail(err, ENODEV, "rdma_cm id has no RDMA device (address not on an RDMA port)");
     if (verbs_inherited_from_parent()) {
-        own_context_ = open_own_context(*ctx->device, err);
+        own_context_ = open_own_context(ctx->device, err);
         if (!own_context_) return false;
         ctx = own_context_.get();
     }
@@ -151,7 +138,7 @@ bool Endpoint::move_own_queue_pair(ibv_qp_state state, const char* what, Error& 
 }
 
 bool Endpoint::establish(Error& err) {
-    if (!own_qp_) return true;  // rdma_cm brought its QP up already
+    if (!brings_up_own_queue_pair()) return true;  // rdma_cm or iw_cm brought the QP up already
     // INIT again first, as librdmacm does for its own QPs: before the
     // connection's CM exchange, rdma_cm's INIT attributes grant the peer
     // no remote access (its RDMA WRITEs into our ring would fail); now

@@ -33,10 +33,12 @@ public:
     // In a process whose librdmacm descriptors are a parent's
     // (cm_events.hpp, verbs_inherited_from_parent), everything is made on a
     // device context of the connection's own instead of librdmacm's, and
-    // the queue pair is one rdma_cm does not know (owns_queue_pair()): the
-    // active side then passes its number to rdma_connect, and on
-    // RDMA_CM_EVENT_CONNECT_RESPONSE (which comes instead of ESTABLISHED)
-    // calls establish().
+    // the queue pair is one rdma_cm does not know: the active side then
+    // passes its number to rdma_connect, and on InfiniBand and RoCE
+    // (brings_up_own_queue_pair()) waits for RDMA_CM_EVENT_CONNECT_RESPONSE,
+    // which comes instead of ESTABLISHED, and calls establish(). On iWARP
+    // the kernel's iw_cm finds the queue pair by its number and brings it
+    // up itself, and ESTABLISHED comes as usual.
     static std::unique_ptr<Endpoint> create(CmChannelPtr channel, CmIdPtr id,
                                             const Settings& settings, Error& err);
     ~Endpoint() override;
@@ -68,13 +70,17 @@ public:
     // Call poll() afterwards: completions that raced with it are there.
     bool arm(bool solicited_only) override;
 
-    // Whether the queue pair is ours rather than rdma_cm's (above).
-    [[nodiscard]] bool owns_queue_pair() const { return own_qp_ != nullptr; }
+    // Whether the queue pair is ours rather than rdma_cm's, on a device
+    // whose connection manager leaves it to us to bring up (above).
+    [[nodiscard]] bool brings_up_own_queue_pair() const {
+        return own_qp_ != nullptr && own_context_->device->transport_type != IBV_TRANSPORT_IWARP;
+    }
     [[nodiscard]] std::uint32_t queue_pair_number() const { return qp_raw_->qp_num; }
-    // For a queue pair of our own, after RDMA_CM_EVENT_CONNECT_RESPONSE:
-    // brings it to ready-to-receive and ready-to-send with the attributes
-    // rdma_cm worked out for the connection (remote access included), then
-    // rdma_establish (which lets the passive side's ESTABLISHED come).
+    // When brings_up_own_queue_pair(), after RDMA_CM_EVENT_CONNECT_RESPONSE:
+    // brings the queue pair to ready-to-receive and ready-to-send with the
+    // attributes rdma_cm worked out for the connection (remote access
+    // included), then rdma_establish (which lets the passive side's
+    // ESTABLISHED come). Otherwise nothing is left to do.
     bool establish(Error& err);
 
     [[nodiscard]] rdma_cm_id* id() const { return id_.get(); }

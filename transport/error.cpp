@@ -34,8 +34,10 @@ std::string descriptor_exhaustion_hint(int code) {
     rlimit lim{};
     getrlimit(RLIMIT_NOFILE, &lim);
     return fmt::format(" (this process may open {} descriptors and each RDMA connection needs {} besides its "
-                       "TCP socket: raise the limit, e.g. ulimit -n {}, or LimitNOFILE= in the systemd unit)",
-                       lim.rlim_cur, kDescriptorsPerConnection, lim.rlim_max);
+                       "TCP socket, {} in a process forked after its parent used RDMA: raise the limit, e.g. "
+                       "ulimit -n {}, or LimitNOFILE= in the systemd unit)",
+                       lim.rlim_cur, kDescriptorsPerConnection, kDescriptorsPerConnection + kOwnContextDescriptors,
+                       lim.rlim_max);
 }
 
 bool check_settings(const Settings& s, Error& err) {

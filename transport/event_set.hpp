@@ -17,6 +17,10 @@ namespace pg_rdma::transport {
 // channel. A process owning N connections needs 5 x N of them (README,
 // "Descriptors").
 inline constexpr int kDescriptorsPerConnection = 5;
+// In a process forked after its parent used RDMA, a connection also holds a
+// device context of its own (endpoint.hpp): ibv_open_device opens its
+// command descriptor and an asynchronous event descriptor.
+inline constexpr int kOwnContextDescriptors = 2;
 
 class FileDescriptor {
 public:

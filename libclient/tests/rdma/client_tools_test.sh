@@ -85,6 +85,7 @@ pg_cluster_psql -c 'create database restored_j' >/dev/null
 before=$(upgrades)
 LD_PRELOAD=$so PGAPPNAME=pg_restore_j "$bin/pg_restore" -d "$rdma dbname=restored_j with_rsocket=require" -j 2 \
     "$work/dir" 2>"$work/err" || fail "pg_restore -j 2 with with_rsocket=require: $(cat "$work/err")"
+[ ! -s "$work/err" ] || fail "pg_restore -j 2 wrote: $(cat "$work/err")"
 [ $(($(upgrades) - before)) -ge 3 ] ||
     fail "pg_restore -j 2: $(($(upgrades) - before)) sessions upgraded, not 3 (the leader and two workers)"
 [ "$(pg_cluster_psql -d restored_j -c 'select count(*) from big')" = 200000 ] || fail "pg_restore -j 2: rows missing"

@@ -445,8 +445,10 @@ TEST_CASE("a process forked after its parent used RDMA connects on a device cont
 TEST_CASE("a process forked after its parent used RDMA and let all of it go connects on a context of its own",
           "[rdma][lifecycle][fork]") {
     // Nothing of librdmacm's stays in use in the parent at the fork: its
-    // device descriptors stay open all the same, and the child must not
-    // touch them.
+    // device descriptors stay open all the same. The child's address
+    // resolution then allocates librdmacm's protection domain on them
+    // (an ioctl the kernel lets a child make); the connection itself uses
+    // none of it.
     Pipe port;
     {
         Pipe unused;
