@@ -411,7 +411,9 @@ TEST_CASE("a process forked after its parent used RDMA connects on a device cont
     // pg_dump -j: the leader connects, then forks workers that connect
     // themselves. librdmacm's device descriptors in the worker are the
     // leader's, which the kernel refuses rxe's commands through; the
-    // worker's connection is made on a context it opens itself.
+    // worker's connection is made on a context it opens itself. A request
+    // the listener refuses ends as it does elsewhere, and the next one
+    // gets in (the one accept below sees both).
     constexpr std::size_t kBytes = 4 * 1024 * 1024;
     Pipe port;
     Rendezvous rendezvous(port, Settings{});  // this process has now used RDMA
@@ -421,8 +423,15 @@ TEST_CASE("a process forked after its parent used RDMA connects on a device cont
         if (transport::Listener::create(reinterpret_cast<const sockaddr*>(&at), Settings{}, err)) return 10;
         std::fprintf(stderr, "child's listener: %s\n", err.message.c_str());
         if (err.code != EOPNOTSUPP || err.message.find("forked from process") == std::string::npos) return 11;
+        const std::uint16_t listening = static_cast<std::uint16_t>(port.recv_u32());
+        const sockaddr_in to = rdma_address(listening);
+        pg_rdma::protocol::Nonce wrong = test_nonce();
+        wrong[0] ^= 0xff;
+        if (transport::connect(reinterpret_cast<const sockaddr*>(&to), wrong, Settings{}, err)) return 15;
+        std::fprintf(stderr, "child's refused connect: %s\n", err.message.c_str());
+        if (err.message.find("REJECTED") == std::string::npos) return 16;
         std::string why;
-        auto conn = connect_to_parent(port, Settings{}, why);
+        auto conn = connect_to_parent(listening, Settings{}, why);
         if (!conn) {
             std::fprintf(stderr, "child's connect: %s\n", why.c_str());
             return 12;
