@@ -24,10 +24,12 @@ CmChannelPtr make_cm_channel(SetupSide side, Error& err);
 // devices the child's queue pairs and pinned memory would belong to the
 // parent's device context, outliving the child. So such a process makes
 // every verbs resource of a new connection on a device context of its own
-// (Endpoint), for every device alike, and leaves librdmacm only the
+// (Endpoint), for every device alike, and leaves librdmacm the
 // connection's management, which goes through the rdma_cm descriptor each
-// event channel opens anew. Connections made before the fork are not
-// concerned: they are handed over (fork_handover.hpp).
+// event channel opens anew (transport/README.md says where librdmacm itself
+// still touches the parent's context, and why that passes). Connections
+// made before the fork are not concerned: they are handed over
+// (fork_handover.hpp).
 [[nodiscard]] bool verbs_inherited_from_parent() noexcept;
 
 // False, with what to do, for a listener in such a process: an accepted
