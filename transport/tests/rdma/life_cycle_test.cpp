@@ -65,8 +65,11 @@ TEST_CASE("a forked child that destroys an inherited connection leaves the paren
         CHECK(status == 0);
         go.send_u32(1);
         std::string why;
-        CHECK(exchange(parent_conn, 256 * 1024, kSeed, 256 * 1024, kSeed + 1, why));
-        INFO(why);
+        {
+            const bool exchanged = exchange(parent_conn, 256 * 1024, kSeed, 256 * 1024, kSeed + 1, why);
+            INFO(why);  // attached to the check below: why the exchange failed
+            CHECK(exchanged);
+        }
         CHECK(parent_conn.close() == 0);
     });
 }
@@ -91,8 +94,11 @@ TEST_CASE("a forked child that deletes an inherited heap connection does not cor
     CHECK(status == 0);  // under ASan a use-after-free ends the child with an error
     go.send_u32(1);
     std::string why;
-    CHECK(exchange(*conn, 64 * 1024, kSeed, 64 * 1024, kSeed + 1, why));
-    INFO(why);
+    {
+        const bool exchanged = exchange(*conn, 64 * 1024, kSeed, 64 * 1024, kSeed + 1, why);
+        INFO(why);  // attached to the check below: why the exchange failed
+        CHECK(exchanged);
+    }
     CHECK(conn->close() == 0);
     CHECK(peer.wait() == 0);
 }
@@ -323,8 +329,11 @@ TEST_CASE("a parent that uses its connection after fork keeps it and the child's
             std::_Exit(sock == -1 && errno == EBADF ? 0 : 20);
         }
         std::string why;
-        CHECK(exchange(conn, 256 * 1024, kSeed, 256 * 1024, kSeed + 1, why));
-        INFO(why);
+        {
+            const bool exchanged = exchange(conn, 256 * 1024, kSeed, 256 * 1024, kSeed + 1, why);
+            INFO(why);  // attached to the check below: why the exchange failed
+            CHECK(exchanged);
+        }
         parent_used.send_u32(1);
         int status = 0;
         waitpid(child, &status, 0);
@@ -332,8 +341,11 @@ TEST_CASE("a parent that uses its connection after fork keeps it and the child's
         CHECK(WEXITSTATUS(status) == 0);
         child_asked.send_u32(1);
         // Still the parent's, whole: its queue pair and stream go on.
-        CHECK(exchange(conn, 64 * 1024, kSeed + 2, 64 * 1024, kSeed + 3, why));
-        INFO(why);
+        {
+            const bool exchanged = exchange(conn, 64 * 1024, kSeed + 2, 64 * 1024, kSeed + 3, why);
+            INFO(why);  // attached to the check below: why the exchange failed
+            CHECK(exchanged);
+        }
         CHECK(conn.close() == 0);
         (void)peer_process;
     });
@@ -445,8 +457,11 @@ TEST_CASE("a process forked after its parent used RDMA connects on a device cont
     PeerProcess child(child_body);
     auto conn = rendezvous.accept();
     std::string why;
-    CHECK(exchange(*conn, kBytes, kSeed + 1, kBytes, kSeed, why));
-    INFO(why);
+    {
+        const bool exchanged = exchange(*conn, kBytes, kSeed + 1, kBytes, kSeed, why);
+        INFO(why);  // attached to the check below: why the exchange failed
+        CHECK(exchanged);
+    }
     CHECK(read_eof(*conn));
     CHECK(child.wait() == 0);
 }
