@@ -70,6 +70,21 @@ int ms_until(Deadline deadline) noexcept;
 // reason to stop: EINTR keeps waiting. False only if poll() itself fails.
 bool wait_for(const Want& want, Deadline deadline, Error& err) noexcept;
 
+// The blocking wrappers' loop over a Connector or an Acceptor: steps it to
+// its end, waiting on its descriptors in between; its connection, or
+// nullptr with `err`.
+template <class Setup>
+auto run_setup_to_end(Setup& setup, Error& err) -> decltype(setup.take_connection()) {
+    for (;;) {
+        switch (setup.step(err)) {
+            case StepStatus::Done: return setup.take_connection();
+            case StepStatus::Failed: return nullptr;
+            case StepStatus::InProgress: break;
+        }
+        if (!wait_for(setup.want(), setup.deadline(), err)) return nullptr;
+    }
+}
+
 // Call only inside a catch block: turns the exception being handled into a
 // failure in `err`, ENOMEM for std::bad_alloc and EIO for anything else,
 // with `where` in the message. Never throws; public setup calls are

@@ -173,4 +173,19 @@ Want ClientUpgrade::want() const noexcept {
     return Want::none();
 }
 
+UpgradeResult upgrade_client(int tcp_fd, Mode mode, const Settings& settings, const TcpIo& io) noexcept {
+    ClientUpgrade upgrade(tcp_fd, mode, settings, io);
+    return run_to_end(upgrade);
+}
+
+const char* to_string(ClientUpgrade::Stage stage) noexcept {
+    switch (stage) {
+        case ClientUpgrade::Stage::SendingRequest: return "sending the request";
+        case ClientUpgrade::Stage::AwaitingReply: return "awaiting the reply";
+        case ClientUpgrade::Stage::Connecting: return "connecting over RDMA";
+        case ClientUpgrade::Stage::Done: return "done";
+    }
+    return "?";
+}
+
 }  // namespace pg_rdma::transport

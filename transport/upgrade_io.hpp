@@ -1,6 +1,7 @@
 // What both ends of the upgrade exchange share: moving a known number of
 // bytes over the TCP socket without waiting, the TCP connection's
-// addresses, and the fallback outcomes. Internal to tcp_upgrade.
+// addresses, the fallback outcomes, and the blocking form's loop. Internal
+// to tcp_upgrade.
 #pragma once
 
 #include <sys/socket.h>
@@ -8,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <utility>
 
 #include "protocol/upgrade.hpp"
 #include "transport/tcp_upgrade.hpp"
@@ -34,6 +36,23 @@ protocol::RdmaEndpoint describe_endpoint(const sockaddr_storage& bound, const pr
 
 [[nodiscard]] inline const sockaddr* as_sockaddr(const sockaddr_storage& s) {
     return reinterpret_cast<const sockaddr*>(&s);
+}
+
+// The blocking forms (upgrade_client, upgrade_server): the steps, waiting
+// between them. Each side's lives in its own file, so that a program
+// linking only the client's side (libpq_rdma.so) does not take in the
+// server's, and with it libcrypto.
+template <class Upgrade>
+UpgradeResult run_to_end(Upgrade& upgrade) noexcept {
+    while (upgrade.step() == StepStatus::InProgress) {
+        Error err;
+        if (!wait_for(upgrade.want(), upgrade.deadline(), err)) {
+            UpgradeResult failed;
+            failed.error = std::move(err);
+            return failed;
+        }
+    }
+    return upgrade.take_result();
 }
 
 }  // namespace pg_rdma::transport

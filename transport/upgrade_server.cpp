@@ -132,4 +132,18 @@ Want ServerUpgrade::want() const noexcept {
     return Want::none();
 }
 
+UpgradeResult upgrade_server(int tcp_fd, const Settings& settings, const TcpIo& io) noexcept {
+    ServerUpgrade upgrade(tcp_fd, settings, io);
+    return run_to_end(upgrade);
+}
+
+const char* to_string(ServerUpgrade::Stage stage) noexcept {
+    switch (stage) {
+        case ServerUpgrade::Stage::Replying: return "replying";
+        case ServerUpgrade::Stage::AwaitingClient: return "awaiting the client's RDMA connection";
+        case ServerUpgrade::Stage::Done: return "done";
+    }
+    return "?";
+}
+
 }  // namespace pg_rdma::transport
