@@ -2,16 +2,28 @@
 // rdma_setup.hpp; the listening side is in listener.cpp).
 #include "transport/rdma_setup.hpp"
 
+#include <atomic>
 #include <cerrno>
 
 #include "transport/cm_events.hpp"
 #include "transport/endpoint.hpp"
 
 namespace pg_rdma::transport {
+namespace {
+
+std::atomic<RdmaLibraryLoader> g_library_loader{nullptr};
+
+}  // namespace
+
+void install_rdma_library_loader(RdmaLibraryLoader loader) noexcept {
+    g_library_loader.store(loader, std::memory_order_release);
+}
 
 bool rdma_usable(const Settings& settings, SetupSide side, Error& err) noexcept {
     try {
         if (!check_settings(settings, err) || !rdma_setup_possible(side, err)) return false;
+        if (const RdmaLibraryLoader load = g_library_loader.load(std::memory_order_acquire); load != nullptr)
+            if (const char* why = load(); why != nullptr) return fail(err, ELIBACC, why);
         int count = 0;
         ibv_device** list = ibv_get_device_list(&count);
         if (list != nullptr) ibv_free_device_list(list);

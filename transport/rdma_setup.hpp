@@ -76,4 +76,13 @@ std::unique_ptr<Connection> connect(const sockaddr* dst, const protocol::Nonce& 
 // rdma_setup_possible)?
 bool rdma_usable(const Settings& settings, SetupSide side, Error& err) noexcept;
 
+// librdmacm and libibverbs are linked into most programs that use this
+// library. One that loads them itself on first use (libpq_rdma.so:
+// libclient/preload/rdma_libraries.hpp) installs, before any setup, the
+// function that does so: it returns nullptr once they are there, or why
+// they are not. rdma_usable() calls it before anything touches them and
+// fails with that reason (ELIBACC).
+using RdmaLibraryLoader = const char* (*)() noexcept;
+void install_rdma_library_loader(RdmaLibraryLoader loader) noexcept;
+
 }  // namespace pg_rdma::transport

@@ -11,6 +11,14 @@ trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 closed="host=127.0.0.1 port=1 connect_timeout=5"
 
+# What every process under the preload loads with it: nothing but the C
+# runtime. rdma-core's libraries come on a session's first use of RDMA
+# (libclient/preload/rdma_libraries.hpp); libstdc++ is linked in, fmt is
+# header-only, and the server's side (libcrypto) is not linked at all.
+needed=$(readelf -d "$so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | grep -v '^ld-linux' | sort | tr '\n' ' ')
+[ "$needed" = "libc.so.6 libgcc_s.so.1 " ] || fail "libpq_rdma.so loads more than the C runtime: $needed"
+echo "ok: libpq_rdma.so needs only $needed"
+
 for form in connectdb connectdb_params setdblogin start_poll start_select start_epoll; do
     "$forms" "$form" "$closed" >"$work/plain.out" 2>"$work/plain.err" && fail "$form connected to port 1"
     for extra in "" "with_rsocket=false" "with_rsocket=off"; do
