@@ -76,10 +76,16 @@ bool PinnedBuffer::create(ibv_pd* pd, std::size_t bytes, int access, const char*
     PinnedBuffer buf;
     buf.data_ = static_cast<std::uint8_t*>(mem);
     buf.size_ = size;
-    buf.mr_.reset(ibv_reg_mr(pd, mem, size, access));
+    // What verbs.h's ibv_reg_mr() macro calls when the access flags need
+    // nothing older; named directly so that every build, optimized or not,
+    // calls this one function (libpq_rdma.so forwards it by name:
+    // libclient/preload/rdma_libraries.hpp). The iova is the address, as
+    // ibv_reg_mr's.
+    buf.mr_.reset(ibv_reg_mr_iova2(pd, mem, size, reinterpret_cast<std::uintptr_t>(mem),
+                                   static_cast<unsigned int>(access)));
     if (!buf.mr_) {
         const int e = errno != 0 ? errno : ENOMEM;
-        return fail_errno(err, e, fmt::format("ibv_reg_mr({} KiB for {})", size / 1024, what));
+        return fail_errno(err, e, fmt::format("ibv_reg_mr_iova2({} KiB for {})", size / 1024, what));
     }
     g_pinned_bytes += size;
     out = std::move(buf);

@@ -7,12 +7,15 @@
 
 #include <dlfcn.h>
 #include <infiniband/verbs.h>
+#include <pthread.h>
 #include <rdma/rdma_cma.h>
 
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <cstddef>
-#include <string>
+#include <cstdio>
+#include <mutex>
 #include <type_traits>
 
 #include "transport/rdma_setup.hpp"
@@ -27,12 +30,11 @@ namespace {
 
 constexpr const char* kRdmacmSoname = "librdmacm.so.1";
 constexpr const char* kVerbsSoname = "libibverbs.so.1";
+enum class Library { Rdmacm, Verbs };
 // Where a failed load sends the user: the Debian packages that hold the
 // libraries and the device drivers (providers) libibverbs loads.
 constexpr const char* kInstallHint =
     "install rdma-core's user-space libraries (Debian: apt install librdmacm1 libibverbs1 ibverbs-providers)";
-
-enum class Library { Rdmacm, Verbs };
 
 // X(library, symbol version, return type, name, parameters, arguments)
 #define PG_RDMA_FORWARDED_FUNCTIONS(X)                                                                            \
@@ -88,69 +90,71 @@ enum class Library { Rdmacm, Verbs };
 enum class Function : std::size_t { PG_RDMA_FORWARDED_FUNCTIONS(PG_RDMA_ENUMERATOR) kCount };
 #undef PG_RDMA_ENUMERATOR
 
-struct Symbol {
-    Library library;
-    const char* version;
-    const char* name;
-};
-
-#define PG_RDMA_SYMBOL(library, version, ret, name, params, args) Symbol{Library::library, version, #name},
-constexpr std::array<Symbol, static_cast<std::size_t>(Function::kCount)> kSymbols{
+#define PG_RDMA_SYMBOL(library, version, ret, name, params, args) \
+    ForwardedFunction{Library::library == Library::Verbs ? kVerbsSoname : kRdmacmSoname, #name, version},
+constexpr std::array<ForwardedFunction, static_cast<std::size_t>(Function::kCount)> kFunctions{
     {PG_RDMA_FORWARDED_FUNCTIONS(PG_RDMA_SYMBOL)}};
 #undef PG_RDMA_SYMBOL
 
+constexpr std::size_t kProblemBytes = 512;  // one message line
+
 struct Loaded {
-    std::array<void*, kSymbols.size()> functions{};
-    std::string problem;  // empty when every function was found
+    std::array<void*, kFunctions.size()> functions{};
+    std::array<char, kProblemBytes> problem{};  // empty when every function was found
 };
 
-std::string dl_problem(const char* what) {
-    const char* detail = dlerror();
-    return std::string("the RDMA libraries could not be loaded (") + what + ": " +
-           (detail != nullptr ? detail : "unknown error") + "): " + kInstallHint;
+// Filled once, under g_load_lock, then published by g_loaded. A plain
+// mutex rather than a function-local static: fork() takes it first
+// (install_fork_guard), so a child never inherits a load another thread
+// was half-way through, which it could neither finish nor wait out.
+Loaded g_libraries;
+std::atomic<const Loaded*> g_loaded{nullptr};
+std::mutex g_load_lock;
+
+void set_problem(Loaded& out, const char* what, const char* detail) noexcept {
+    std::snprintf(out.problem.data(), out.problem.size(), "the RDMA libraries could not be loaded (%s%s%s): %s", what,
+                  *what != '\0' && detail != nullptr ? ": " : "", detail != nullptr ? detail : "", kInstallHint);
 }
 
-Loaded load() noexcept {
-    Loaded out;
-    try {
-        // Local: they and the libraries they bring (libnl, the providers)
-        // never join the program's global scope. Never closed: the
-        // transport keeps their functions and objects until exit.
-        // librdmacm first: it loads libibverbs, which the second call finds.
-        void* const rdmacm = dlopen(kRdmacmSoname, RTLD_NOW | RTLD_LOCAL);
-        if (rdmacm == nullptr) {
-            out.problem = dl_problem(kRdmacmSoname);
-            return out;
+void load(Loaded& out) noexcept {
+    // Local: they and the libraries they bring (libnl, the providers)
+    // never join the program's global scope. Never closed: the transport
+    // keeps their functions and objects until exit. librdmacm first: it
+    // loads libibverbs, which the second call finds.
+    void* const rdmacm = dlopen(kRdmacmSoname, RTLD_NOW | RTLD_LOCAL);
+    if (rdmacm == nullptr) return set_problem(out, "", dlerror());  // dlerror names the file
+    void* const verbs = dlopen(kVerbsSoname, RTLD_NOW | RTLD_LOCAL);
+    if (verbs == nullptr) return set_problem(out, "", dlerror());
+    for (std::size_t i = 0; i < kFunctions.size(); ++i) {
+        const ForwardedFunction& f = kFunctions[i];
+        out.functions[i] = dlvsym(f.soname == kVerbsSoname ? verbs : rdmacm, f.name, f.version);
+        if (out.functions[i] == nullptr) {
+            // An rdma-core older than the one this library was built
+            // against (ibv_reg_mr_iova2 came with IBVERBS_1.8).
+            char what[kProblemBytes / 2];
+            std::snprintf(what, sizeof what, "%s has no %s@%s, which this build calls: it is older than the "
+                          "rdma-core pg_rdma was built with", f.soname, f.name, f.version);
+            return set_problem(out, what, nullptr);
         }
-        void* const verbs = dlopen(kVerbsSoname, RTLD_NOW | RTLD_LOCAL);
-        if (verbs == nullptr) {
-            out.problem = dl_problem(kVerbsSoname);
-            return out;
-        }
-        for (std::size_t i = 0; i < kSymbols.size(); ++i) {
-            const Symbol& s = kSymbols[i];
-            out.functions[i] = dlvsym(s.library == Library::Verbs ? verbs : rdmacm, s.name, s.version);
-            if (out.functions[i] == nullptr) {
-                // An rdma-core older than the one this library was built
-                // against (ibv_reg_mr_iova2 came with IBVERBS_1.8).
-                out.problem = dl_problem((std::string(s.name) + "@" + s.version).c_str());
-                return out;
-            }
-        }
-    } catch (...) {
-        out.problem = "the RDMA libraries could not be loaded: out of memory";
     }
-    return out;
 }
 
 const Loaded& loaded() noexcept {
-    static const Loaded libraries = load();
-    return libraries;
+    if (const Loaded* l = g_loaded.load(std::memory_order_acquire); l != nullptr) return *l;
+    const std::lock_guard guard(g_load_lock);
+    if (g_loaded.load(std::memory_order_relaxed) == nullptr) {
+        load(g_libraries);
+        g_loaded.store(&g_libraries, std::memory_order_release);
+    }
+    return g_libraries;
 }
 
 // What a forwarder returns when the libraries are missing, with errno
-// ELIBACC: each function's own failure value. Names are for messages, so
-// they stay printable.
+// ELIBACC: NULL for a pointer, -1 for an int (a failure to each caller here,
+// though ibv_modify_qp and the ibv_destroy and ibv_dealloc functions report
+// theirs as a positive errno: they are only ever called on objects made
+// after a load that succeeded). Names are for messages, so they stay
+// printable.
 template <class R>
 R failure() noexcept {
     if constexpr (std::is_void_v<R>) {
@@ -168,14 +172,21 @@ R failure() noexcept {
 
 const char* rdma_libraries_problem() noexcept {
     const Loaded& l = loaded();
-    return l.problem.empty() ? nullptr : l.problem.c_str();
+    return l.problem[0] == '\0' ? nullptr : l.problem.data();
 }
+
+std::span<const ForwardedFunction> forwarded_functions() noexcept { return kFunctions; }
 
 namespace {
 
-// At load, before any session: the transport's setup asks first.
-[[maybe_unused]] const bool g_loader_installed =
-    (transport::install_rdma_library_loader(&rdma_libraries_problem), true);
+void lock_for_fork() noexcept { g_load_lock.lock(); }
+void unlock_after_fork() noexcept { g_load_lock.unlock(); }
+
+// At load, before any session: the transport's setup asks first, and a
+// fork waits for a load in progress.
+[[maybe_unused]] const bool g_installed =
+    (transport::install_rdma_library_loader(&rdma_libraries_problem),
+     pthread_atfork(&lock_for_fork, &unlock_after_fork, &unlock_after_fork), true);
 
 }  // namespace
 

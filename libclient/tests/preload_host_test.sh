@@ -15,9 +15,17 @@ closed="host=127.0.0.1 port=1 connect_timeout=5"
 # runtime. rdma-core's libraries come on a session's first use of RDMA
 # (libclient/preload/rdma_libraries.hpp); libstdc++ is linked in, fmt is
 # header-only, and the server's side (libcrypto) is not linked at all.
-needed=$(readelf -d "$so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | grep -v '^ld-linux' | sort | tr '\n' ' ')
-[ "$needed" = "libc.so.6 libgcc_s.so.1 " ] || fail "libpq_rdma.so loads more than the C runtime: $needed"
-echo "ok: libpq_rdma.so needs only $needed"
+needed=$(readelf -d "$so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort | tr '\n' ' ')
+beyond=$(tr ' ' '\n' <<<"$needed" | grep -v -E '^(ld-linux.*|libc\.so\..*|libm\.so\..*|libgcc_s\.so\..*|)$' || true)
+[ -z "$beyond" ] || fail "libpq_rdma.so loads more than the C runtime at start: $beyond"
+# And a session that does not ask for RDMA, or whose TCP connection never
+# comes up, leaves rdma-core out of the process.
+for extra in "" "with_rsocket=false" "with_rsocket=true"; do
+    LD_DEBUG=files LD_PRELOAD=$so "$forms" connectdb "$closed $extra" >/dev/null 2>"$work/files.err" || true
+    grep -q 'file=libpq.so' "$work/files.err" || fail "LD_DEBUG=files says nothing here: $(head -3 "$work/files.err")"
+    ! grep -q 'file=librdmacm\|file=libibverbs' "$work/files.err" || fail "'$extra' without an upgrade loaded rdma-core"
+done
+echo "ok: libpq_rdma.so needs only $needed; sessions that never upgrade leave rdma-core unloaded"
 
 for form in connectdb connectdb_params setdblogin start_poll start_select start_epoll; do
     "$forms" "$form" "$closed" >"$work/plain.out" 2>"$work/plain.err" && fail "$form connected to port 1"

@@ -43,6 +43,23 @@ TEST_CASE("every forwarded function is found, in the version the transport was b
     CHECK(rdma_libraries_problem() == nullptr);
 }
 
+TEST_CASE("each function is looked up in the version a link against the library binds", "[rdma_libraries]") {
+    REQUIRE(rdma_libraries_problem() == nullptr);
+    REQUIRE_FALSE(pg_rdma::client::forwarded_functions().empty());
+    for (const auto& f : pg_rdma::client::forwarded_functions()) {
+        INFO(f.soname << ": " << f.name << "@" << f.version);
+        void* handle = dlopen(f.soname, RTLD_NOW | RTLD_NOLOAD);
+        REQUIRE(handle != nullptr);
+        // dlsym finds the default version, the one the link editor binds; an
+        // older one kept for compatibility (ibv_create_qp@IBVERBS_1.0, with
+        // the old structure layout) would be another address.
+        void* named = dlvsym(handle, f.name, f.version);
+        CHECK(named != nullptr);
+        CHECK(named == dlsym(handle, f.name));
+        dlclose(handle);
+    }
+}
+
 TEST_CASE("forwarders return the real functions' answers", "[rdma_libraries]") {
     CHECK(std::string(ibv_wc_status_str(IBV_WC_SUCCESS)) == "success");
     CHECK(std::string(ibv_wc_status_str(IBV_WC_RETRY_EXC_ERR)) == "transport retry counter exceeded");
