@@ -1,8 +1,8 @@
 // The forwarders of rdma_libraries.hpp: one definition per librdmacm and
-// libibverbs function the transport calls by name, each found on the first
-// call with the symbol version the linker would have bound (`nm -D
-// --undefined-only` of a libpq_rdma.so linked against the libraries), and
-// the loading itself.
+// libibverbs function the transport calls by name, each looked up in the
+// symbol version a link against the library would bind, its default one
+// (rdma_libraries_test checks each against dlsym's answer), and the loading
+// itself.
 #include "libclient/preload/rdma_libraries.hpp"
 
 #include <dlfcn.h>
@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <type_traits>
 
@@ -104,9 +105,10 @@ struct Loaded {
 };
 
 // Filled once, under g_load_lock, then published by g_loaded. A plain
-// mutex rather than a function-local static: fork() takes it first
-// (install_fork_guard), so a child never inherits a load another thread
-// was half-way through, which it could neither finish nor wait out.
+// mutex rather than a function-local static: fork() takes it first (the
+// pthread_atfork handlers installed below), so a child never inherits a
+// load another thread was half-way through, which it could neither finish
+// nor wait out.
 Loaded g_libraries;
 std::atomic<const Loaded*> g_loaded{nullptr};
 std::mutex g_load_lock;
@@ -127,7 +129,7 @@ void load(Loaded& out) noexcept {
     if (verbs == nullptr) return set_problem(out, "", dlerror());
     for (std::size_t i = 0; i < kFunctions.size(); ++i) {
         const ForwardedFunction& f = kFunctions[i];
-        out.functions[i] = dlvsym(f.soname == kVerbsSoname ? verbs : rdmacm, f.name, f.version);
+        out.functions[i] = dlvsym(std::strcmp(f.soname, kVerbsSoname) == 0 ? verbs : rdmacm, f.name, f.version);
         if (out.functions[i] == nullptr) {
             // An rdma-core older than the one this library was built
             // against (ibv_reg_mr_iova2 came with IBVERBS_1.8).
@@ -183,7 +185,9 @@ void lock_for_fork() noexcept { g_load_lock.lock(); }
 void unlock_after_fork() noexcept { g_load_lock.unlock(); }
 
 // At load, before any session: the transport's setup asks first, and a
-// fork waits for a load in progress.
+// fork waits for a load in progress. No fork handler of the transport's
+// calls a forwarder before a load has finished (it has nothing to hand over
+// until a connection exists), so none can meet the lock held here.
 [[maybe_unused]] const bool g_installed =
     (transport::install_rdma_library_loader(&rdma_libraries_problem),
      pthread_atfork(&lock_for_fork, &unlock_after_fork, &unlock_after_fork), true);
