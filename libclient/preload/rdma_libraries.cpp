@@ -153,10 +153,10 @@ const Loaded& loaded() noexcept {
 
 // What a forwarder returns when the libraries are missing, with errno
 // ELIBACC: NULL for a pointer, -1 for an int (a failure to each caller here,
-// though ibv_modify_qp and the ibv_destroy and ibv_dealloc functions report
-// theirs as a positive errno: they are only ever called on objects made
-// after a load that succeeded). Names are for messages, so they stay
-// printable.
+// though ibv_modify_qp, ibv_query_port, ibv_dereg_mr and the ibv_destroy
+// and ibv_dealloc functions report theirs as a positive errno: they are
+// only ever called on objects made after a load that succeeded). Names are
+// for messages, so they stay printable.
 template <class R>
 R failure() noexcept {
     if constexpr (std::is_void_v<R>) {

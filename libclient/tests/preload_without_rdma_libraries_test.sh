@@ -22,8 +22,10 @@ if [ "${PG_RDMA_TEST_IN_NAMESPACE:-}" != 1 ]; then
     exit 77
 fi
 
-# ldconfig lives in /sbin, which a user's PATH may lack.
-lib=$(PATH=$PATH:/sbin:/usr/sbin ldconfig -p | awk '$1 == "librdmacm.so.1" { print $NF; exit }')
+# ldconfig lives in /sbin, which a user's PATH may lack. awk reads to the
+# end: leaving early would kill ldconfig with SIGPIPE, which pipefail turns
+# into the script's failure.
+lib=$(PATH=$PATH:/sbin:/usr/sbin ldconfig -p | awk '$1 == "librdmacm.so.1" && !found { print $NF; found = 1 }')
 [ -n "$lib" ] && [ -f "$lib" ] || fail "librdmacm.so.1 is not installed here: the build needs it"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
