@@ -201,13 +201,13 @@ void unlock_after_fork() noexcept { g_load_lock.unlock(); }
 #define PG_RDMA_FORWARDER(library, version, ret, name, params, args)                                      \
     extern "C" ret name params {                                                                          \
         using pg_rdma::client::Function;                                                                  \
-        if (pg_rdma::client::rdma_libraries_problem() != nullptr) {                                       \
+        const auto& libraries = pg_rdma::client::loaded();                                                \
+        if (libraries.problem[0] != '\0') {                                                               \
             errno = ELIBACC;                                                                              \
             return pg_rdma::client::failure<ret>();                                                       \
         }                                                                                                 \
         using Pointer = ret(*) params;                                                                    \
-        return reinterpret_cast<Pointer>(                                                                 \
-            pg_rdma::client::loaded().functions[static_cast<std::size_t>(Function::name)]) args;          \
+        return reinterpret_cast<Pointer>(libraries.functions[static_cast<std::size_t>(Function::name)]) args; \
     }
 PG_RDMA_FORWARDED_FUNCTIONS(PG_RDMA_FORWARDER)
 #undef PG_RDMA_FORWARDER
