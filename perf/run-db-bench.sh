@@ -98,7 +98,7 @@ guest_ticks() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/st
 # rxe in Debian 12's kernel (6.1) hands every completion event to a
 # tasklet; raised from a process (the sender's post, which rxe runs inline
 # over loopback) that means waking ksoftirqd, which preempts the sender.
-# These show that cost per transaction (perf/README.md).
+# These show that cost per transaction (perf/FINDINGS.md).
 guest_switches() { awk '$1 == "ctxt" { print $2 }' /proc/stat; }
 softirqd_switches() {
   # shellcheck disable=SC2046  # one path per thread
@@ -202,7 +202,7 @@ pgbench_run() {  # NAME TRANSPORT ROUND PGBENCH_ARGS...
 # the client and setting up its session (over RDMA also loading the verbs
 # libraries, into Debian's perl wrapper and psql both, and setting up the
 # queue pair: 0.1-0.3 s more of the guest's CPU than over TCP, mostly per
-# process rather than per connection; perf/README.md). The next bulk()
+# process rather than per connection; perf/FINDINGS.md). The next bulk()
 # records its client CPU per MB past it too: how much of the whole run's
 # figure (the target's) is the session and how much the bytes.
 SESSION_CPU_S=''
