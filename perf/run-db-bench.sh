@@ -88,11 +88,18 @@ postmaster() { head -n 1 "$PG_CLUSTER_DATA/postmaster.pid"; }
 # cstime, which hold every backend (and walsender) it reaped. The
 # long-lived processes (checkpointer, walwriter...) are left out.
 reaped_ticks() { awk '{ sub(/^.*\) /, ""); print $14 + $15 }' "/proc/$(postmaster)/stat"; }
+# ... of them in user space (cutime alone).
+reaped_user_ticks() { awk '{ sub(/^.*\) /, ""); print $14 }' "/proc/$(postmaster)/stat"; }
 
 # Busy ticks of the whole guest from /proc/stat (all but idle and iowait):
 # the kernel's share too, where rxe does its copies and CRCs (softirq,
 # kworkers), which no process is charged for.
 guest_ticks() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
+# ... and of them, the user-space share (user, nice): every process's own
+# code, ours (libpq_rdma.so, pg_rdma.so) included, and its busy-polls. The
+# rest is the kernel's: system calls, where rxe runs a whole transfer
+# inside the sender's post over loopback, and interrupts and softirqs.
+guest_user_ticks() { awk '$1 == "cpu" { print $2 + $3 }' /proc/stat; }
 
 # Context switches of the whole guest, and of its softirq threads alone.
 # rxe in Debian 12's kernel (6.1) hands every completion event to a
@@ -127,10 +134,11 @@ wait_backends_gone() {
 # WALL_S, CLIENT_CPU_S (user + system of the client's process tree),
 # SERVER_CPU_S (the backends it used), GUEST_CPU_S (everything, kernel
 # included), GUEST_SWITCHES and SOFTIRQD_SWITCHES (context switches),
-# SOFTIRQD_CPU_S (what the softirq threads ran).
+# SOFTIRQD_CPU_S (what the softirq threads ran), and the user-space part of
+# three of them: CLIENT_USER_S, SERVER_USER_S, GUEST_USER_S.
 client() {
   local transport=$1 out=$2; shift 2
-  local pre=() t0 t1 s0 s1 g0 g1 c0 c1 k0 k1 q0 q1 cpu hz
+  local pre=() t0 t1 s0 s1 g0 g1 c0 c1 k0 k1 q0 q1 u0 u1 v0 v1 cpu hz
   # require: a session that cannot use RDMA fails instead of falling back.
   [ "$transport" = rdma ] && pre=(env LD_PRELOAD="$SO" WITH_RSOCKET=require)
   wait_backends_gone
@@ -138,6 +146,7 @@ client() {
   pg_cluster_psql -c checkpoint >/dev/null
   wait_backends_gone
   s0=$(reaped_ticks) g0=$(guest_ticks) c0=$(guest_switches) k0=$(softirqd_switches) q0=$(softirqd_ticks)
+  u0=$(reaped_user_ticks) v0=$(guest_user_ticks)
   t0=$(date +%s%N)
   # times: the subshell's children's user and system time, once they exit.
   cpu=$( (pg_cluster_client timeout "$STEP_TIMEOUT_S" "${pre[@]}" "$@" >"$out" 2>"$out.err"
@@ -146,10 +155,14 @@ client() {
   t1=$(date +%s%N)
   wait_backends_gone
   s1=$(reaped_ticks) g1=$(guest_ticks) c1=$(guest_switches) k1=$(softirqd_switches) q1=$(softirqd_ticks)
+  u1=$(reaped_user_ticks) v1=$(guest_user_ticks)
   hz=$(getconf CLK_TCK)
   GUEST_SWITCHES=$((c1 - c0)) SOFTIRQD_SWITCHES=$((k1 - k0))
   WALL_S=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
   CLIENT_CPU_S=$(echo "$cpu" | awk '{ n = 0; for (i = 1; i <= 2; i++) { split($i, p, /[ms]/); n += p[1] * 60 + p[2] } printf "%.3f", n }')
+  CLIENT_USER_S=$(echo "$cpu" | awk '{ split($1, p, /[ms]/); printf "%.3f", p[1] * 60 + p[2] }')
+  SERVER_USER_S=$(awk -v a="$u0" -v b="$u1" -v hz="$hz" 'BEGIN { printf "%.3f", (b - a) / hz }')
+  GUEST_USER_S=$(awk -v a="$v0" -v b="$v1" -v hz="$hz" 'BEGIN { printf "%.3f", (b - a) / hz }')
   SERVER_CPU_S=$(awk -v a="$s0" -v b="$s1" -v hz="$hz" 'BEGIN { printf "%.3f", (b - a) / hz }')
   GUEST_CPU_S=$(awk -v a="$g0" -v b="$g1" -v hz="$hz" 'BEGIN { printf "%.3f", (b - a) / hz }')
   SOFTIRQD_CPU_S=$(awk -v a="$q0" -v b="$q1" -v hz="$hz" 'BEGIN { printf "%.3f", (b - a) / hz }')
@@ -195,6 +208,9 @@ pgbench_run() {  # NAME TRANSPORT ROUND PGBENCH_ARGS...
   record "$key.guest_switches_per_tx" "$(ratio "$GUEST_SWITCHES" "$tx" 1 3)"
   record "$key.softirqd_switches_per_tx" "$(ratio "$SOFTIRQD_SWITCHES" "$tx" 1 3)"
   record "$key.softirqd_cpu_us_per_tx" "$(ratio "$SOFTIRQD_CPU_S" "$tx" 1e6 1)"
+  record "$key.client_user_us_per_tx" "$(ratio "$CLIENT_USER_S" "$tx" 1e6 1)"
+  record "$key.server_user_us_per_tx" "$(ratio "$SERVER_USER_S" "$tx" 1e6 1)"
+  record "$key.guest_user_us_per_tx" "$(ratio "$GUEST_USER_S" "$tx" 1e6 1)"
 }
 
 # session_cpu NAME TRANSPORT ROUND CMD...: the client CPU of CMD, the same
