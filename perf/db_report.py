@@ -71,7 +71,7 @@ FIGURES = [
     # pg_rdma.so, and ours' busy-polls), the kernel the rest (system calls,
     # with rxe's whole transfer inside the sender's post over loopback;
     # interrupts, softirqs). The guest samples it in ticks, as above.
-    ("select_8.{}.guest_user_us_per_tx", "  of it in user space, every process", "us/tx", "lower", None),
+    ("select_8.{}.guest_user_us_per_tx", "  of the guest's, user space", "us/tx", "lower", None),
     ("select_8.{}.client_cpu_us_per_tx", "client CPU, pgbench -S 8 clients", "us/tx", "lower", None),
     ("select_8.{}.client_user_us_per_tx", "  of it pgbench's user space", "us/tx", "lower", None),
     ("select_8.{}.server_cpu_us_per_tx", "server CPU, pgbench -S 8 clients", "us/tx", "lower", None),

@@ -6,6 +6,7 @@
 // with a problem ("has no rdma_..."), which is what the test expects to read.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <ctime>
 
@@ -26,7 +27,7 @@ int env_int(const char* name, int fallback) {
     }
     const int ms = env_int("SLOW_RDMACM_SLEEP_MS", kDefaultSleepMs);
     timespec left{ms / 1000, (ms % 1000) * kNsPerMs};
-    while (nanosleep(&left, &left) != 0) {
+    while (nanosleep(&left, &left) != 0 && errno == EINTR) {
     }
 }
 
