@@ -44,18 +44,31 @@ std::atomic<bool> g_loader_done{false};
 std::atomic<bool> g_done_when_fork_began{false};
 void note_fork_start() { g_done_when_fork_began.store(g_loader_done.load()); }
 
-// In a child: 0 if the libraries' state shows the stand-in's outcome and a
-// further fork (which takes the guard's lock again) neither hangs nor
-// leaves its own child unable to answer.
+// Forks a child that exits 0 if it sees the stand-in's outcome, killed by
+// its alarm if it waits for the load lock instead; the fork itself takes
+// the guard's lock again. The child's pid, or -1.
+pid_t fork_checker() {
+    const pid_t pid = fork();
+    if (pid == 0) {
+        alarm(kChildLimitS);
+        _exit(from_stand_in(rdma_libraries_problem()) ? 0 : 3);
+    }
+    return pid;
+}
+
+bool exited_cleanly(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+
+// In a child forked during the load: 0 if the libraries' state shows the
+// stand-in's outcome and a further fork neither hangs nor leaves its own
+// child unable to answer.
 int child_checks() {
     alarm(kChildLimitS);
     if (!from_stand_in(rdma_libraries_problem())) return 3;
-    const pid_t grandchild = fork();
+    const pid_t grandchild = fork_checker();
     if (grandchild < 0) return 4;
-    if (grandchild == 0) _exit(from_stand_in(rdma_libraries_problem()) ? 0 : 3);
     int status = 0;
     if (waitpid(grandchild, &status, 0) != grandchild) return 5;
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 6;
+    return exited_cleanly(status) ? 0 : 6;
 }
 
 std::string describe(int status) {
@@ -114,20 +127,16 @@ TEST_CASE("a fork during another thread's load of the RDMA libraries waits for i
     int status = 0;
     REQUIRE(waitpid(child, &status, 0) == child);
     INFO("the child: " << describe(status));
-    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+    CHECK(exited_cleanly(status));
 
     // The parent's side of the guard let go of the lock too: otherwise
     // this fork's own prepare handler would wait for it until the alarm.
-    const pid_t later = fork();
+    const pid_t later = fork_checker();
     REQUIRE(later >= 0);
-    if (later == 0) {
-        alarm(kChildLimitS);
-        _exit(from_stand_in(rdma_libraries_problem()) ? 0 : 3);
-    }
     int later_status = 0;
     REQUIRE(waitpid(later, &later_status, 0) == later);
     INFO("a child forked after the load: " << describe(later_status));
-    CHECK((WIFEXITED(later_status) && WEXITSTATUS(later_status) == 0));
+    CHECK(exited_cleanly(later_status));
     alarm(0);
     close(ready[0]);
     close(ready[1]);
