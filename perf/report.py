@@ -454,9 +454,9 @@ def latency_row(rounds, size):
     judge_targets(row, LATENCY_TARGETS)
     # The guest's own costs taken out (no target of its own): judged as
     # the targets are, on the median of the rounds' own ratios.
-    row["round_medians"] = {
-        "ours_spin_vcopy_p50_over_ib_write_lat":
-        median_ratio(round_ratios(fig("ours_spin_vcopy", "p50_us"), fig("ib_write_lat", "typical_us")))}
+    spin_vcopy = round_ratios(fig("ours_spin_vcopy", "p50_us"), fig("ib_write_lat", "typical_us"))
+    row["diagnostic_round_ratios"] = {"ours_spin_vcopy_p50_over_ib_write_lat": spin_vcopy}
+    row["round_medians"] = {"ours_spin_vcopy_p50_over_ib_write_lat": median_ratio(spin_vcopy)}
     return row
 
 
@@ -509,11 +509,12 @@ def bandwidth_row(rounds, size):
                            "above_rstream": round_ratios(fig("ours"), fig("rstream"))}
     judge_targets(row, BANDWIDTH_TARGETS)
     # Like for like against rsocket, no target: also judged round by round.
+    spin_vcopy = round_ratios(fig("ours_spin_vcopy"), fig("ib_write_bw"))
+    row["diagnostic_round_ratios"] = {"ours_spin_vcopy_over_ib_write_bw": spin_vcopy}
     row["round_medians"] = {"ours_over_rsocket": median_ratio(round_ratios(fig("ours"), fig("rsocket"))),
                             "ours_spin_over_rsocket_spin":
                             median_ratio(round_ratios(fig("ours_spin"), fig("rsocket_spin"))),
-                            "ours_spin_vcopy_over_ib_write_bw":
-                            median_ratio(round_ratios(fig("ours_spin_vcopy"), fig("ib_write_bw")))}
+                            "ours_spin_vcopy_over_ib_write_bw": median_ratio(spin_vcopy)}
     return row
 
 
@@ -742,6 +743,17 @@ def print_bandwidth(rows):
     print_undecided(rows, BANDWIDTH_TARGETS)
 
 
+def diagnostic_cell(row, key, limit, op):
+    """A diagnostic's median of the rounds' own ratios, marked '?' as a
+    target's is (judge_targets) against the limit of the target it
+    shadows: fewer than two rounds, or rounds on both sides of it."""
+    ratios = [r for r in row["diagnostic_round_ratios"][key] if r is not None]
+    if not ratios:
+        return "-"
+    undecided = round_verdict.undecided(ratios, lambda r: verdict(r, limit, op) == "met")
+    return "%.3f%s" % (median_ratio(ratios), " ?" if undecided else "")
+
+
 def print_vcopy(lat, bw, speeds, threshold):
     """What the guest's emulated `rep movsb` costs ours' user-space copies."""
     lat = [r for r in lat if r["ours_vcopy"] is not None]
@@ -763,7 +775,9 @@ def print_vcopy(lat, bw, speeds, threshold):
         "ours with memcpy kept off `rep movsb` (vcopy: GLIBC_TUNABLES=glibc.cpu.x86_rep_movsb_"
         "threshold=1073741824): ours' own copies only, rxe's in the kernel still use it, as for"
         " every tool; spin+vcopy: busy-polling too, both of the guest's own costs taken out;"
-        " rounds: the median of each round's own spin+vcopy ratio; a diagnostic, not a target",
+        " rounds: the median of each round's own spin+vcopy ratio, '?' where the rounds fall on"
+        " both sides of the target's limit or fewer than two have both figures; a diagnostic,"
+        " not a target",
         ["size", "ours p50", "vcopy p50", "vcopy/ours", "ours/ib_lat", "vcopy/ib_lat",
          "spin+vcopy p50", "spin+vcopy/ib_lat", "rounds"],
         [[size_label(r["size"]), num(field(r["ours"], "p50_us")),
@@ -772,7 +786,7 @@ def print_vcopy(lat, bw, speeds, threshold):
           num(r["ratios"]["ours_vcopy_p50_over_ib_write_lat_typical"]),
           num(field(r["ours_spin_vcopy"], "p50_us")),
           num(r["ratios"]["ours_spin_vcopy_p50_over_ib_write_lat_typical"]),
-          num(r["round_medians"]["ours_spin_vcopy_p50_over_ib_write_lat"])]
+          diagnostic_cell(r, "ours_spin_vcopy_p50_over_ib_write_lat", TARGET_LAT_VS_IB, "le")]
          for r in lat])
     print_table(
         "... and streaming, MiB/s",
@@ -782,7 +796,7 @@ def print_vcopy(lat, bw, speeds, threshold):
           num(field(r["ours_vcopy"], "MiBps")), num(r["ratios"]["ours_vcopy_over_ours"]),
           num(r["ratios"]["ours_over_ib_write_bw"]), num(r["ratios"]["ours_vcopy_over_ib_write_bw"]),
           num(field(r["ours_spin_vcopy"], "MiBps")), num(r["ratios"]["ours_spin_vcopy_over_ib_write_bw"]),
-          num(r["round_medians"]["ours_spin_vcopy_over_ib_write_bw"])]
+          diagnostic_cell(r, "ours_spin_vcopy_over_ib_write_bw", TARGET_BW_VS_IB, "ge")]
          for r in bw])
 
 
