@@ -993,7 +993,8 @@ def print_counter(counter):
 
 
 def print_warnings(lat, bw, env):
-    stalls = sum(field(r[k], "stalls") or 0 for r in lat + bw for k in ("ours", "ours_spin", "ours_vcopy", "ours_spin_vcopy"))
+    stalls = sum(field(r[k], "stalls") or 0 for r in lat + bw
+                 for k in ("ours", "ours_spin", "ours_vcopy", "ours_spin_vcopy"))
     if stalls:
         print("WARNING: %d waits of ours ran out a 1 s poll() slice and then progressed (missed"
               " wakeups); see the raw logs" % stalls)

@@ -23,7 +23,9 @@
 #            than vector moves (BUILD_DIR/perf/copy_speed measures both;
 #            env.txt records glibc's threshold for it), and once more
 #            busy-polling too ("spin+vcopy"): ours with both of the guest's
-#            costs that a real host does not have taken out in the same run
+#            costs that a real host does not have taken out in the same run,
+#            by setting two of ours' own policies the other way (a
+#            diagnostic, not a mode ours ships)
 # and the CPU time each process used; then perf/report.py prints the table
 # and writes OUT_JSON (default perf/results/transport-<UTC time>.json) and a
 # PNG chart of the ratios beside it. Raw tool output stays in OUT_JSON's
