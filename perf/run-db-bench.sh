@@ -64,6 +64,8 @@ RESULTS=''  # "key value" lines, read by db_report.py
 record() { echo "$1 $2" >>"$RESULTS"; }
 # ratio A B [SCALE] [DIGITS]: A * SCALE / B, or nothing when B is 0.
 ratio() { awk -v a="$1" -v b="$2" -v k="${3:-1}" -v d="${4:-2}" 'BEGIN { if (b > 0) printf "%.*f", d, a * k / b }'; }
+# ticks_s BEFORE AFTER HZ: the seconds between two readings of a tick counter.
+ticks_s() { awk -v a="$1" -v b="$2" -v hz="$3" 'BEGIN { printf "%.3f", (b - a) / hz }'; }
 
 # --- the server ------------------------------------------------------------------
 # shellcheck source=regress/pg/cluster.sh
@@ -161,11 +163,11 @@ client() {
   WALL_S=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
   CLIENT_CPU_S=$(echo "$cpu" | awk '{ n = 0; for (i = 1; i <= 2; i++) { split($i, p, /[ms]/); n += p[1] * 60 + p[2] } printf "%.3f", n }')
   CLIENT_USER_S=$(echo "$cpu" | awk '{ split($1, p, /[ms]/); printf "%.3f", p[1] * 60 + p[2] }')
-  SERVER_USER_S=$(awk -v a="$u0" -v b="$u1" -v hz="$hz" 'BEGIN { printf "%.3f", (b - a) / hz }')
-  GUEST_USER_S=$(awk -v a="$v0" -v b="$v1" -v hz="$hz" 'BEGIN { printf "%.3f", (b - a) / hz }')
-  SERVER_CPU_S=$(awk -v a="$s0" -v b="$s1" -v hz="$hz" 'BEGIN { printf "%.3f", (b - a) / hz }')
-  GUEST_CPU_S=$(awk -v a="$g0" -v b="$g1" -v hz="$hz" 'BEGIN { printf "%.3f", (b - a) / hz }')
-  SOFTIRQD_CPU_S=$(awk -v a="$q0" -v b="$q1" -v hz="$hz" 'BEGIN { printf "%.3f", (b - a) / hz }')
+  SERVER_USER_S=$(ticks_s "$u0" "$u1" "$hz")
+  GUEST_USER_S=$(ticks_s "$v0" "$v1" "$hz")
+  SERVER_CPU_S=$(ticks_s "$s0" "$s1" "$hz")
+  GUEST_CPU_S=$(ticks_s "$g0" "$g1" "$hz")
+  SOFTIRQD_CPU_S=$(ticks_s "$q0" "$q1" "$hz")
   [ "$(cat "$out.rc")" = 0 ] || return 1
   # A library the loader could not preload leaves plain libpq, which
   # ignores WITH_RSOCKET: that run would be TCP under the rdma name.
