@@ -90,7 +90,7 @@ void refresh_pid() { g_pid.store(getpid(), std::memory_order_relaxed); }
     return g_pid.load(std::memory_order_relaxed);
 }
 
-pid_t current_pid() noexcept {
+inline pid_t current_pid() noexcept {
     // Refreshed by child_after_fork(), registered with the registry; 0
     // only before the first call (a static initializer's, perhaps): no
     // guard variable to check on every call.
@@ -154,7 +154,12 @@ int errno_for_current_exception() noexcept {
 
 bool Connection::usable() const noexcept { return stream_ != nullptr && current_pid() == owner_pid_; }
 
-bool Connection::keep_after_fork() noexcept {
+// Inline into every call's claim: as two calls they cost more than their
+// checks, four claims a message (perf/FINDINGS.md, "The instruction count
+// over time").
+[[gnu::always_inline]] inline bool Connection::claimable() noexcept {
+    if (stream_ == nullptr || current_pid() != owner_pid_) return false;
+    // In the parent after a fork: kept from the offer, unless a child took it.
     const std::uint64_t state = fork_state_.load(std::memory_order_acquire);
     return (state & ForkHandover::kStateMask) == ForkHandover::kOwned || keep_offered(state);
 }
@@ -169,7 +174,7 @@ public:
             return;
         }
         // Checked under in_use_: a child's claim takes the stream under it.
-        if (!c.usable() || !c.keep_after_fork()) {
+        if (!c.claimable()) {
             c.in_use_.unlock();
             held_ = false;
             errno = EBADF;
@@ -486,7 +491,7 @@ void Connection::close_all_at_exit() noexcept {
             for (Connection* c : r.live) {
                 if (!c->in_use_.try_lock()) continue;
                 // Kept from a fork's offer first: no child may take it now.
-                if (c->usable() && c->keep_after_fork())
+                if (c->claimable())
                     claimed.push_back(c);
                 else
                     c->in_use_.unlock();

@@ -218,10 +218,10 @@ private:
     class Use;
     friend class ForkHandover;
     [[nodiscard]] bool usable() const noexcept;
-    // In the parent after a fork: takes the connection back from the offer
-    // (false once a child took it). Called with in_use_ held.
-    bool keep_after_fork() noexcept;
-    // keep_after_fork() for a connection that is not simply this
+    // usable(), and in the parent after a fork takes the connection back
+    // from the offer (false once a child took it). Called with in_use_ held.
+    bool claimable() noexcept;
+    // claimable() for a connection that is not simply this
     // process's: out of line, so that every call's check stays short.
     bool keep_offered(std::uint64_t state) noexcept;
     // A call that found in_use_ held by fork()'s offer (offering_) waits for
