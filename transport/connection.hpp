@@ -220,7 +220,8 @@ private:
     [[nodiscard]] bool usable() const noexcept;
     // usable(), and in the parent after a fork takes the connection back
     // from the offer (false once a child took it). Called with in_use_ held.
-    bool claimable() noexcept;
+    // Inline, defined in connection.cpp, the only place that calls it.
+    inline bool claimable() noexcept;
     // claimable() for a connection that is not simply this
     // process's: out of line, so that every call's check stays short.
     bool keep_offered(std::uint64_t state) noexcept;
