@@ -1,6 +1,7 @@
 #include "transport/cm_events.hpp"
 
 #include "transport/event_set.hpp"
+#include "transport/provider_preload.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -70,6 +71,7 @@ CmChannelPtr make_cm_channel(SetupSide side, Error& err) {
     if (!rdma_setup_possible(side, err)) return nullptr;
     const int own_context = verbs_inherited_from_parent() ? kOwnContextDescriptors : 0;
     if (!check_descriptor_headroom(kDescriptorsPerConnection + kLibraryDescriptors + own_context, err)) return nullptr;
+    preload_device_providers();  // before librdmacm's first device scan
     CmChannelPtr channel(rdma_create_event_channel());
     if (!channel) {
         fail_errno(err, errno != 0 ? errno : ENODEV, "rdma_create_event_channel");

@@ -7,6 +7,7 @@
 
 #include "transport/cm_events.hpp"
 #include "transport/endpoint.hpp"
+#include "transport/provider_preload.hpp"
 
 namespace pg_rdma::transport {
 namespace {
@@ -24,6 +25,8 @@ bool rdma_usable(const Settings& settings, SetupSide side, Error& err) noexcept 
         if (!check_settings(settings, err) || !rdma_setup_possible(side, err)) return false;
         if (const RdmaLibraryLoader load = g_library_loader.load(std::memory_order_acquire); load != nullptr)
             if (const char* why = load(); why != nullptr) return fail(err, ELIBACC, why);
+        // Before libibverbs' first scan, which would load every provider.
+        preload_device_providers();
         int count = 0;
         ibv_device** list = ibv_get_device_list(&count);
         if (list != nullptr) ibv_free_device_list(list);

@@ -56,6 +56,15 @@ disconnection_logged() {
 wait_for 10 disconnection_logged || fail "no with_rsocket=true disconnection line with bytes"
 echo "ok: a session over RDMA shows in pg_stat_rdma and the log"
 
+# 1b. Its backend loaded the provider of the guest's rxe device and none of
+#     the other providers rdma-core is configured with
+#     (transport/provider_preload.hpp): each backend is a new process.
+out=$(rdma "select string_agg(distinct regexp_replace(l, '^.*/', ''), ',')
+            from regexp_split_to_table(pg_read_file('/proc/self/maps'), E'\n') l where l like '%-rdmav%.so'") ||
+    fail "reading the backend's mappings failed: $out"
+[[ "$out" == librxe-rdmav*.so && "$out" != *,* ]] || fail "providers mapped by the RDMA session's backend: '$out'"
+echo "ok: the backend loaded rxe's provider alone"
+
 # 2. The same address without the upgrade stays on TCP.
 out=$(rdma --tcp "select transport from pg_stat_rdma where pid = pg_backend_pid()") || fail "TCP session: $out"
 [ "$out" = tcp ] || fail "pg_stat_rdma for the TCP session: '$out'"
