@@ -61,6 +61,14 @@ for value in require true on yes 1 TRUE; do
 done
 echo "ok: psql over RDMA (require, true, on, yes, 1, TRUE)"
 
+# 1b. psql loaded the provider of the guest's rxe device and none of the
+#     other providers rdma-core is configured with
+#     (transport/provider_preload.hpp). Its \! shell's parent is psql.
+run psql -X -At "$rdma with_rsocket=require" -c '\! grep -o "lib[a-z0-9_]*-rdmav[0-9]*\.so" /proc/$PPID/maps | sort -u' ||
+    fail "psql listing its providers: $(err)"
+[[ "$(out)" == librxe-rdmav*.so && "$(out)" != *$'\n'* ]] || fail "providers mapped by psql over RDMA: '$(out)'"
+echo "ok: psql loaded rxe's provider alone"
+
 # 2. Not asked: plain libpq, no upgrade request (the backend sees a startup packet).
 for value in "" "with_rsocket=false" "with_rsocket=off"; do
     run psql -X -At "$rdma $value" -c "$transport_query" || fail "psql '$value': $(err)"
