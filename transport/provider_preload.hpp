@@ -7,53 +7,40 @@
 // mapped, relocated and started although at most one or two serve a device
 // here. That is paid once per process, and a PostgreSQL backend is a new
 // process for every session it serves, as is every client program. In the
-// Soft-RoCE guest it was about 100 page faults and 0.1-0.15 s of CPU per
-// process (perf/FINDINGS.md, "Where a session's CPU goes on the client").
+// Soft-RoCE guest a client's session cost about 100 page faults and, by
+// the medians of twelve runs, 0.2 s of CPU more with all of them than with
+// rxe's alone (perf/FINDINGS.md, "Where a session's CPU goes on the
+// client").
 //
 // So before that first scan, preload_device_providers() asks the kernel
-// which driver serves each RDMA device (rdma netlink, as libibverbs itself
-// does) and loads the provider of each of those drivers alone; the scan
-// then finds every device claimed and loads nothing more. Whenever it is
-// not sure (a driver it does not know, no provider file by the expected
-// name, netlink refused, no device at all), it loads nothing, and
-// libibverbs loads every provider as it always has: the worst case is
-// today's cost, never a device left without its provider.
+// which driver serves each RDMA device (rdma_netlink.hpp) and loads the
+// provider of each of those drivers alone; the scan then finds every device
+// claimed and loads nothing more. Whenever it is not sure, it loads
+// nothing, and libibverbs loads every provider as it always has: a driver
+// it does not know, one whose provider rdma-core's configuration does not
+// name (an administrator may have removed it) or names by a path, a
+// provider set by RDMAV_DRIVERS or IBV_DRIVERS, no provider file by the
+// expected name, netlink refused, no device at all. The worst case is
+// today's cost, never a device left without its provider: libibverbs loads
+// everything when any device is unclaimed.
 #pragma once
 
 #include <cstdint>
 #include <optional>
-#include <span>
 #include <string_view>
-#include <vector>
 
 namespace pg_rdma::transport {
 
 // Once per process, before libibverbs is first asked for devices (later
-// calls return at once). Needs libibverbs loaded (its directory says where
-// the providers are). A thread that calls it while another is inside sees
-// it as done: at worst its scan loads every provider, as without it.
+// calls return at once; a thread that comes while another is inside waits
+// for it, as a provider registers itself with libibverbs unlocked). Needs
+// libibverbs loaded (its directory says where the providers are): called
+// before, it does nothing and a later call tries. Leaves errno as it was.
 void preload_device_providers() noexcept;
 
-// The pure parts, for the unit test.
-namespace provider_preload_detail {
-
-// The rdma-core provider (its .driver name) of a kernel driver id
-// (enum rdma_driver_id), or nothing for one without a known provider.
+// The rdma-core provider (its name in /etc/libibverbs.d) of a kernel
+// driver id (enum rdma_driver_id), or nothing for one without a provider
+// known here. Exposed for the unit test.
 std::optional<std::string_view> provider_for_driver(std::uint32_t driver_id) noexcept;
 
-// A netlink request: RDMA_NLDEV_CMD_GET as a dump of every device.
-std::vector<std::uint8_t> device_dump_request(std::uint32_t seq);
-// RDMA_NLDEV_CMD_GET_CHARDEV "uverbs" for the device at `index`: its reply
-// carries the driver id.
-std::vector<std::uint8_t> driver_request(std::uint32_t index, std::uint32_t seq);
-
-// One datagram of the dump's reply: appends each device's index to
-// `indexes`; sets `done` at NLMSG_DONE. False on anything else (an error
-// message, a device without an index, a malformed message).
-bool read_device_dump(std::span<const std::uint8_t> datagram, std::vector<std::uint32_t>& indexes, bool& done);
-// The driver id in the reply to driver_request(); nothing on an error or
-// a reply without one.
-std::optional<std::uint32_t> read_driver_id(std::span<const std::uint8_t> datagram);
-
-}  // namespace provider_preload_detail
 }  // namespace pg_rdma::transport

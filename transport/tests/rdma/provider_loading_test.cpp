@@ -4,8 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <infiniband/verbs.h>
+#include <link.h>
 
-#include <fstream>
 #include <set>
 #include <string>
 
@@ -18,16 +18,20 @@ namespace transport = pg_rdma::transport;
 
 namespace {
 
-// The provider libraries mapped into this process ("lib<name>-rdmav<N>.so").
+// The provider libraries loaded in this process, by the names they were
+// loaded by ("<dir>/libibverbs/lib<name>-rdmav<N>.so"): /proc/self/maps
+// would show where a symlinked one (mlx4, mlx5, efa, mana on Debian)
+// points instead.
 std::set<std::string> loaded_providers() {
     std::set<std::string> found;
-    std::ifstream maps("/proc/self/maps");
-    for (std::string line; std::getline(maps, line);) {
-        const auto slash = line.rfind('/');
-        if (slash == std::string::npos) continue;
-        const std::string file = line.substr(slash + 1);
-        if (file.find("-rdmav") != std::string::npos && file.ends_with(".so")) found.insert(file);
-    }
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, std::size_t, void* out) {
+            const std::string name = info->dlpi_name != nullptr ? info->dlpi_name : "";
+            const auto dir = name.rfind("/libibverbs/");
+            if (dir != std::string::npos) static_cast<std::set<std::string>*>(out)->insert(name.substr(dir + 12));
+            return 0;
+        },
+        &found);
     return found;
 }
 
