@@ -147,9 +147,9 @@ using namespace rdma_netlink_detail;
 // never answers (the preload is an optimisation: give up, do not wait).
 constexpr timeval kNetlinkReplyTimeout{1, 0};
 constexpr std::size_t kDatagramBytes = 16 * 1024;  // a dump's datagram holds a few devices
-// A bound on a reply that never ends, not on real hosts: SR-IOV puts a
-// device per virtual function (127 on one ConnectX port), all visible in
-// rdma's default shared namespace mode.
+// Only guards against a dump that never ends: real hosts stay far below
+// it, SR-IOV included (a device per virtual function, up to 127 on one
+// ConnectX port, all visible in rdma's default shared namespace mode).
 constexpr std::size_t kMaxDevices = 4096;
 
 bool send_request(int fd, const std::vector<std::uint8_t>& req) {
