@@ -1,7 +1,6 @@
 // Loading only the providers this host's devices need (see provider_preload.hpp).
 #include "transport/provider_preload.hpp"
 
-#include <dirent.h>
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
@@ -17,8 +16,10 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "transport/directory.hpp"
 #include "transport/rdma_netlink.hpp"
 
 namespace pg_rdma::transport {
@@ -31,16 +32,18 @@ constexpr char kConfigDir[] = "/etc/libibverbs.d";
 // Newer than Debian 12's kernel headers (Linux 6.2's enum rdma_driver_id),
 // with a provider in rdma-core 44 that matches by it.
 constexpr std::uint32_t kDriverMana = 20;
+// The file name libibverbs is loaded under, versioned or not ("libibverbs.so.1").
+constexpr std::string_view kVerbsLibrary = "libibverbs.so";
 
 // The provider names rdma-core's configuration lists ("driver NAME" lines),
 // or nothing when it names one by path (a provider outside the usual
 // directory, which only libibverbs' own loading would find) or cannot be read.
 std::optional<std::set<std::string>> configured_providers() {
-    DIR* dir = opendir(kConfigDir);
-    if (dir == nullptr) return std::nullopt;
+    const Directory dir = open_directory(kConfigDir);
+    if (!dir) return std::nullopt;
     std::set<std::string> names;
     bool by_path = false;
-    while (const dirent* entry = readdir(dir)) {
+    while (const dirent* entry = readdir(dir.get())) {
         if (entry->d_name[0] == '.') continue;
         std::ifstream file(std::string(kConfigDir) + "/" + entry->d_name);
         for (std::string line; std::getline(file, line);) {
@@ -51,7 +54,6 @@ std::optional<std::set<std::string>> configured_providers() {
             names.insert(name);
         }
     }
-    closedir(dir);
     if (by_path) return std::nullopt;
     return names;
 }
@@ -65,7 +67,7 @@ std::optional<std::string> provider_directory() {
         [](dl_phdr_info* info, std::size_t, void* out) noexcept {
             const char* name = info->dlpi_name != nullptr ? info->dlpi_name : "";
             const char* slash = std::strrchr(name, '/');
-            if (slash == nullptr || std::strncmp(slash + 1, "libibverbs.so", 13) != 0) return 0;
+            if (slash == nullptr || std::strncmp(slash + 1, kVerbsLibrary.data(), kVerbsLibrary.size()) != 0) return 0;
             auto& dir = *static_cast<std::array<char, PATH_MAX>*>(out);
             const auto length = static_cast<std::size_t>(slash - name);
             if (length >= dir.size()) return 1;  // left empty: no preload
@@ -81,12 +83,12 @@ std::optional<std::string> provider_directory() {
 // The one provider file of `provider` ("lib<name>-rdmav<ABI>.so"), or
 // nothing when there is none or more than one.
 std::optional<std::string> provider_file(const std::string& directory, std::string_view provider) {
-    DIR* dir = opendir(directory.c_str());
-    if (dir == nullptr) return std::nullopt;
+    const Directory dir = open_directory(directory.c_str());
+    if (!dir) return std::nullopt;
     const std::string prefix = "lib" + std::string(provider) + "-rdmav";
     std::optional<std::string> found;
     int matches = 0;
-    while (const dirent* entry = readdir(dir)) {
+    while (const dirent* entry = readdir(dir.get())) {
         const std::string_view name = entry->d_name;
         if (!name.starts_with(prefix) || !name.ends_with(".so")) continue;
         // The ABI number, digits only: "libmlx5-rdmav34.so", not "libmlx5-rdmav34-foo.so".
@@ -95,7 +97,6 @@ std::optional<std::string> provider_file(const std::string& directory, std::stri
         ++matches;
         found = directory + "/" + std::string(name);
     }
-    closedir(dir);
     return matches == 1 ? found : std::nullopt;
 }
 

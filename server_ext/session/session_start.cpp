@@ -6,7 +6,6 @@
 // returns, then the report is made.
 #include <sys/socket.h>
 
-#include <dirent.h>
 #include <netdb.h>
 
 #include <cstdio>
@@ -19,6 +18,7 @@
 #include "server_ext/session/real_calls.hpp"
 #include "server_ext/settings_gucs.hpp"
 #include "server_ext/stat_slots.hpp"
+#include "transport/directory.hpp"
 #include "transport/tcp_upgrade.hpp"
 
 #include "server_ext/pg_headers.hpp"
@@ -47,13 +47,8 @@ struct Report {
 // PostgreSQL (ReserveExternalFD) so that fd.c's budget of max_files_per_process
 // stays true. -1 when /proc cannot be read.
 int open_descriptors() {
-    DIR* dir = opendir("/proc/self/fd");
-    if (dir == nullptr) return -1;
-    int n = 0;
-    while (const dirent* entry = readdir(dir))
-        if (entry->d_name[0] != '.') ++n;
-    closedir(dir);
-    return n - 1;  // the directory's own descriptor
+    const int n = pg_rdma::transport::count_entries("/proc/self/fd");
+    return n < 0 ? -1 : n - 1;  // the directory's own descriptor
 }
 
 void set_reason(Report& r, const std::string& why) {

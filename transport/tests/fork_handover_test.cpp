@@ -5,7 +5,6 @@
 // guest test (tests/rdma/life_cycle_test.cpp).
 #include <catch2/catch.hpp>
 
-#include <dirent.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +16,7 @@
 
 #include "fake_link.hpp"
 #include "transport/connection.hpp"
+#include "transport/directory.hpp"
 
 using namespace pg_rdma::test;
 using pg_rdma::transport::Connection;
@@ -24,17 +24,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-int entries_in(const char* dir) {
-    DIR* d = opendir(dir);
-    if (d == nullptr) return -1;
-    int n = 0;
-    while (const dirent* e = readdir(d))
-        if (e->d_name[0] != '.') ++n;
-    closedir(d);
-    return n;
-}
-int threads() { return entries_in("/proc/self/task"); }
-int descriptors() { return entries_in("/proc/self/fd"); }
+int threads() { return pg_rdma::transport::count_entries("/proc/self/task"); }
+int descriptors() { return pg_rdma::transport::count_entries("/proc/self/fd"); }
 
 // Waits up to `limit` for `pid`; its exit status, or -1 if it had to be killed.
 int wait_child(pid_t pid, std::chrono::seconds limit = 20s) {

@@ -1,7 +1,6 @@
 #include "tcp_peer.hpp"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -12,6 +11,7 @@
 #include <thread>
 
 #include "peer_process.hpp"
+#include "transport/directory.hpp"
 #include "transport/pinned_buffer.hpp"
 
 namespace pg_rdma::test {
@@ -164,12 +164,9 @@ double warm_up_rdma_libraries() {
 
 Held held_now() {
     Held h;
-    DIR* dir = opendir("/proc/self/fd");
-    if (dir == nullptr) throw std::runtime_error("cannot open /proc/self/fd");
-    while (const dirent* e = readdir(dir))
-        if (e->d_name[0] != '.') ++h.descriptors;
-    closedir(dir);
-    --h.descriptors;  // the directory's own
+    const int entries = transport::count_entries("/proc/self/fd");
+    if (entries < 0) throw std::runtime_error("cannot open /proc/self/fd");
+    h.descriptors = entries - 1;  // the directory's own
     h.pinned = transport::pinned_bytes_in_process();
     return h;
 }
