@@ -4,13 +4,17 @@ PG_RDMA_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 PG_RDMA_BUILD=${PG_RDMA_BUILD:-$PG_RDMA_ROOT/build}
 PG_RDMA_FUZZ_BUILD=${PG_RDMA_FUZZ_BUILD:-$PG_RDMA_ROOT/build-fuzz}
 
-# build_project [WERROR]: configure once (later runs only rebuild), then compile.
+# build_project [WERROR]: configure once (later runs only rebuild), then
+# compile. WERROR=true (scripts/test) turns warnings into errors, in a build
+# configured before too; false (demo, bench) only configures a new build
+# so: flipping the option on an existing build would recompile every file
+# into the same binaries.
 build_project() {
   local werror=${1:-false}
   if [ ! -f "$PG_RDMA_BUILD/build.ninja" ]; then
     meson setup "$PG_RDMA_BUILD" "$PG_RDMA_ROOT" -Dwerror="$werror" >/dev/null
-  else
-    meson configure "$PG_RDMA_BUILD" -Dwerror="$werror" >/dev/null
+  elif [ "$werror" = true ]; then
+    meson configure "$PG_RDMA_BUILD" -Dwerror=true >/dev/null
   fi
   meson compile -C "$PG_RDMA_BUILD" | grep -vE '^\[[0-9]+/[0-9]+\]|^ninja: (Entering|no work)|^INFO: (autodetecting|calculating backend)' || true
   return "${PIPESTATUS[0]}"
