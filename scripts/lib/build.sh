@@ -8,7 +8,8 @@ PG_RDMA_FUZZ_BUILD=${PG_RDMA_FUZZ_BUILD:-$PG_RDMA_ROOT/build-fuzz}
 # compile. WERROR=true (scripts/test) turns warnings into errors, in a build
 # configured before too; false (demo, bench) only configures a new build
 # so: flipping the option on an existing build would recompile every file
-# into the same binaries.
+# into the same binaries. So after scripts/test, a compiler that warns
+# fails demo and bench too; the failure says how to turn it off.
 build_project() {
   local werror=${1:-false}
   if [ ! -f "$PG_RDMA_BUILD/build.ninja" ]; then
@@ -17,7 +18,12 @@ build_project() {
     meson configure "$PG_RDMA_BUILD" -Dwerror=true >/dev/null
   fi
   meson compile -C "$PG_RDMA_BUILD" | grep -vE '^\[[0-9]+/[0-9]+\]|^ninja: (Entering|no work)|^INFO: (autodetecting|calculating backend)' || true
-  return "${PIPESTATUS[0]}"
+  local rc=${PIPESTATUS[0]}
+  if [ "$rc" -ne 0 ] && [ "$werror" != true ] &&
+     meson introspect --buildoptions "$PG_RDMA_BUILD" 2>/dev/null | grep -q '"name": "werror", "value": true'; then
+    echo "pg_rdma: $PG_RDMA_BUILD treats warnings as errors (scripts/test set it); to build past warnings: meson configure $PG_RDMA_BUILD -Dwerror=false" >&2
+  fi
+  return "$rc"
 }
 
 # The fuzzers need clang's libFuzzer runtime, so they live in a build of their own.
