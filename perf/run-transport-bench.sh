@@ -421,4 +421,4 @@ main() {
   echo "$OUT_JSON"
 }
 
-main
+main; exit  # exit on the same line: an edit of this file during a run is not read as more commands
