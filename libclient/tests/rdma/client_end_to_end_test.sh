@@ -11,6 +11,7 @@ so=$1 forms=$2 pgrdma=$3 build=$4 forms_linked=$5
 IP=${RXE_IP:?run in the Soft-RoCE guest}
 # shellcheck source=regress/pg/cluster.sh
 . "$(dirname "$(readlink -f "$0")")/../../../regress/pg/cluster.sh"
+. "$(dirname "$(readlink -f "$0")")/../../../regress/lib/providers.sh"
 CLOSED_PORT=54403
 
 # The cluster without pg_rdma (same staged binaries, nothing preloaded).
@@ -63,13 +64,11 @@ echo "ok: psql over RDMA (require, true, on, yes, 1, TRUE)"
 
 # 1b. psql loaded the provider of the guest's rxe device and none of the
 #     other providers rdma-core is configured with
-#     (transport/provider_preload.hpp). Its \! shell's parent is psql. Some
-#     providers are symlinks: the mappings show where each one leads.
-for f in /usr/lib/*/libibverbs/lib*-rdmav*.so; do readlink -f "$f"; done | sort -u >"$work/providers"
+#     (transport/provider_preload.hpp). Its \! shell's parent is psql.
 run psql -X -At "$rdma with_rsocket=require" -c '\! awk "{ print \$NF }" /proc/$PPID/maps | sort -u' ||
     fail "psql listing its mappings: $(err)"
-mapped=$(grep -xF -f "$work/providers" "$work/out" | xargs -r -n1 basename | paste -sd,)
-[[ "$mapped" == librxe-rdmav*.so && "$mapped" != *,* ]] || fail "providers mapped by psql over RDMA: '$mapped'"
+mapped=$(mapped_providers <"$work/out")
+rxe_provider_alone "$mapped" || fail "providers mapped by psql over RDMA: '$mapped'"
 echo "ok: psql loaded rxe's provider alone"
 
 # 2. Not asked: plain libpq, no upgrade request (the backend sees a startup packet).

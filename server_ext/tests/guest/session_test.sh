@@ -8,6 +8,7 @@ set -euo pipefail
 so=$1 src=$2 probe=$3
 here=$(dirname "$(readlink -f "$0")")
 . "$here/../stage.sh"
+. "$here/../../../regress/lib/providers.sh"
 IP=${RXE_IP:?run in the Soft-RoCE guest}
 DEV=${RXE_DEV:?run in the Soft-RoCE guest}
 PORT=54340
@@ -58,15 +59,12 @@ echo "ok: a session over RDMA shows in pg_stat_rdma and the log"
 
 # 1b. Its backend loaded the provider of the guest's rxe device and none of
 #     the other providers rdma-core is configured with
-#     (transport/provider_preload.hpp): each backend is a new process. Some
-#     providers are symlinks, so the mappings are matched against where
-#     each provider file leads.
-for f in /usr/lib/*/libibverbs/lib*-rdmav*.so; do readlink -f "$f"; done | sort -u >"$work/providers"
+#     (transport/provider_preload.hpp): each backend is a new process.
 maps=$(rdma "select string_agg(distinct regexp_replace(l, '^[^/]*', ''), E'\n')
              from regexp_split_to_table(pg_read_file('/proc/self/maps'), E'\n') l where l like '%/%'") ||
     fail "reading the backend's mappings failed: $maps"
-out=$(grep -xF -f "$work/providers" <<<"$maps" | xargs -r -n1 basename | sort -u | paste -sd,)
-[[ "$out" == librxe-rdmav*.so && "$out" != *,* ]] || fail "providers mapped by the RDMA session's backend: '$out'"
+out=$(mapped_providers <<<"$maps")
+rxe_provider_alone "$out" || fail "providers mapped by the RDMA session's backend: '$out'"
 echo "ok: the backend loaded rxe's provider alone"
 
 # 2. The same address without the upgrade stays on TCP.
