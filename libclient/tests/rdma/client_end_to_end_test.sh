@@ -11,6 +11,7 @@ so=$1 forms=$2 pgrdma=$3 build=$4 forms_linked=$5
 IP=${RXE_IP:?run in the Soft-RoCE guest}
 # shellcheck source=regress/pg/cluster.sh
 . "$(dirname "$(readlink -f "$0")")/../../../regress/pg/cluster.sh"
+# shellcheck source=regress/lib/providers.sh
 . "$(dirname "$(readlink -f "$0")")/../../../regress/lib/providers.sh"
 CLOSED_PORT=54403
 
@@ -67,7 +68,7 @@ echo "ok: psql over RDMA (require, true, on, yes, 1, TRUE)"
 #     (transport/provider_preload.hpp). Its \! shell's parent is psql.
 run psql -X -At "$rdma with_rsocket=require" -c '\! awk "{ print \$NF }" /proc/$PPID/maps | sort -u' ||
     fail "psql listing its mappings: $(err)"
-mapped=$(mapped_providers <"$work/out")
+mapped=$(mapped_providers <"$work/out") || fail "no providers to compare psql's mappings against"
 rxe_provider_alone "$mapped" || fail "providers mapped by psql over RDMA: '$mapped'"
 echo "ok: psql loaded rxe's provider alone"
 

@@ -63,7 +63,7 @@ echo "ok: a session over RDMA shows in pg_stat_rdma and the log"
 maps=$(rdma "select string_agg(distinct regexp_replace(l, '^[^/]*', ''), E'\n')
              from regexp_split_to_table(pg_read_file('/proc/self/maps'), E'\n') l where l like '%/%'") ||
     fail "reading the backend's mappings failed: $maps"
-out=$(mapped_providers <<<"$maps")
+out=$(mapped_providers <<<"$maps") || fail "no providers to compare the backend's mappings against"
 rxe_provider_alone "$out" || fail "providers mapped by the RDMA session's backend: '$out'"
 echo "ok: the backend loaded rxe's provider alone"
 
