@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <latch>
 #include <mutex>
 #include <set>
@@ -145,6 +147,7 @@ TEST_CASE("a fork while another thread preloads leaves the child the lock free a
     std::atomic<bool> done{false};
     std::atomic<bool> set_up{false};
     std::vector<pid_t> children;
+    int fork_errno = 0;
     {
         const std::jthread setter([&] {
             set_up.store(usable());
@@ -153,7 +156,10 @@ TEST_CASE("a fork while another thread preloads leaves the child the lock free a
         for (bool last = false; !last && std::ssize(children) < kMaxForks;) {
             last = done.load();  // one fork more after the preload ended
             const pid_t pid = fork();
-            if (pid < 0) break;  // counted below: fewer children than forks asked
+            if (pid < 0) {
+                fork_errno = errno;  // checked below: the forks stopped short
+                break;
+            }
             if (pid == 0) {
                 // The preload alone: libibverbs' own device scan holds a lock
                 // of its own that a fork in the middle of it leaves held in
@@ -186,6 +192,8 @@ TEST_CASE("a fork while another thread preloads leaves the child the lock free a
     }
     INFO(children.size() << " children: " << had_parents << " had the parent's provider, " << loaded_own
                          << " loaded their own, " << failed << " failed");
+    INFO("fork: " << std::strerror(fork_errno));
+    CHECK(fork_errno == 0);
     CHECK(set_up.load());
     CHECK(loaded_providers().size() == 1);
     CHECK(failed == 0);
