@@ -23,7 +23,7 @@ constexpr std::size_t kOffVersion = 1;
 constexpr std::size_t kOffFamily = 2;
 constexpr std::size_t kOffReserved = 3;
 constexpr std::size_t kOffPort = 4;
-constexpr std::size_t kOffReserved2 = 6;
+constexpr std::size_t kOffBudget = 6;
 constexpr std::size_t kOffAddress = 8;
 constexpr std::size_t kOffNonce = 24;
 static_assert(kOffNonce + kNonceSize == kUpgradeAcceptSize);
@@ -59,7 +59,7 @@ ReplyResult decode_accept(std::span<const std::uint8_t> bytes) {
     const std::uint8_t family = get_u8(p + kOffFamily);
     if (family != kFamilyIpv4 && family != kFamilyIpv6)
         return ReplyResult::fail("upgrade reply: unknown address family");
-    if (get_u8(p + kOffReserved) != 0 || !all_zero(p, kOffReserved2, kOffAddress))
+    if (get_u8(p + kOffReserved) != 0)
         return ReplyResult::fail("upgrade reply: reserved bytes not zero");
     // An IPv4 address with garbage after it would be read differently by a
     // later version that widened it; insist on zeros now.
@@ -70,6 +70,7 @@ ReplyResult decode_accept(std::span<const std::uint8_t> bytes) {
     UpgradeReply reply{ReplyKind::Accept, {}};
     reply.endpoint.family = family;
     reply.endpoint.port = port;
+    reply.endpoint.setup_budget = get_u16(p + kOffBudget);
     std::copy_n(p + kOffAddress, kIpv6AddressSize, reply.endpoint.address.begin());
     std::copy_n(p + kOffNonce, kNonceSize, reply.endpoint.nonce.begin());
     return ReplyResult::ok(reply, kUpgradeAcceptSize);
@@ -100,6 +101,7 @@ UpgradeAcceptBytes encode_upgrade_accept(const RdmaEndpoint& endpoint) {
     put_u8(p + kOffVersion, kUpgradeVersion);
     put_u8(p + kOffFamily, endpoint.family);
     put_u16(p + kOffPort, endpoint.port);
+    put_u16(p + kOffBudget, endpoint.setup_budget);
     std::copy_n(endpoint.address.begin(), address_size(endpoint.family), p + kOffAddress);
     std::copy_n(endpoint.nonce.begin(), kNonceSize, p + kOffNonce);
     return out;
@@ -114,6 +116,15 @@ Decoded<UpgradeReply> decode_upgrade_reply(std::span<const std::uint8_t> bytes) 
         default: return ReplyResult::fail("upgrade reply: unknown reply type");
     }
 }
+
+std::uint16_t encode_setup_budget(std::uint64_t budget_ms) {
+    constexpr std::uint64_t kMaxUnits = 0xFFFF;
+    if (budget_ms == 0) return 0;
+    const std::uint64_t units = std::max<std::uint64_t>(budget_ms / kSetupBudgetUnitMs, 1);
+    return static_cast<std::uint16_t>(std::min(units, kMaxUnits));
+}
+
+std::uint64_t setup_budget_ms(std::uint16_t units) { return std::uint64_t{units} * kSetupBudgetUnitMs; }
 
 ConnectPrivateDataBytes encode_connect_private_data(const Nonce& nonce) {
     ConnectPrivateDataBytes out{};

@@ -17,7 +17,12 @@
 //      2  u8   address family: 4 (IPv4) or 6 (IPv6)
 //      3  u8   reserved, 0
 //      4  u16  port of the backend's rdma_cm listener, not 0
-//      6  u16  reserved, 0
+//      6  u16  the server's setup budget, in units of kSetupBudgetUnitMs:
+//              how long it waits for this client's RDMA connection from the
+//              reply on (pg_rdma.connect_timeout), rounded down and capped
+//              at 65535; 0 = not said. A client never waits longer than
+//              this, so it gives up no later than the server does and both
+//              fall back together
 //      8  16B  address; IPv4 uses bytes 8..11, bytes 12..23 are then 0
 //     24  32B  nonce (random, from RAND_bytes): the client presents it when
 //              connecting, so only this TCP peer can claim the endpoint
@@ -52,6 +57,7 @@ inline constexpr std::size_t kNonceSize = 32;                      // bytes
 inline constexpr std::size_t kUpgradeAcceptSize = 56;              // bytes
 inline constexpr std::uint32_t kConnectMagic = 0x50475243u;        // "PGRC"
 inline constexpr std::size_t kConnectPrivateDataSize = 40;         // bytes
+inline constexpr std::uint32_t kSetupBudgetUnitMs = 100;           // ms per unit of the reply's budget
 
 inline constexpr std::uint8_t kReplyAccept = 'R';
 inline constexpr std::uint8_t kReplyDecline = 'N';
@@ -78,6 +84,7 @@ struct RdmaEndpoint {
     std::array<std::uint8_t, 16> address{};   // IPv4 in the first 4 bytes
     std::uint16_t port = 0;
     Nonce nonce{};
+    std::uint16_t setup_budget = 0;           // units of kSetupBudgetUnitMs; 0 = not said
     bool operator==(const RdmaEndpoint&) const = default;
 };
 
@@ -92,6 +99,11 @@ UpgradeAcceptBytes encode_upgrade_accept(const RdmaEndpoint& endpoint);
 // Client side. 'E' is Ok(ServerLacksRdma) with consumed = 0: the bytes belong
 // to the ErrorResponse, which the caller may read for its message.
 Decoded<UpgradeReply> decode_upgrade_reply(std::span<const std::uint8_t> bytes);
+
+// A setup budget in milliseconds as the reply carries it (rounded down,
+// at least one unit for any positive budget, capped), and back.
+std::uint16_t encode_setup_budget(std::uint64_t budget_ms);
+std::uint64_t setup_budget_ms(std::uint16_t units);
 
 // --- rdma_connect private data --------------------------------------------
 ConnectPrivateDataBytes encode_connect_private_data(const Nonce& nonce);

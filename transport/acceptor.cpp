@@ -174,6 +174,10 @@ StepStatus Acceptor::fail_step(Error& err) noexcept {
     return StepStatus::Failed;
 }
 
+Deadline Acceptor::deadline() const noexcept {
+    return stage_ == Stage::Handshaking ? state_->handshake.deadline_for(deadline_) : deadline_;
+}
+
 Want Acceptor::want() const noexcept {
     switch (stage_) {
         case Stage::AwaitingRequest: return Want::one(state_->listener.fd(), POLLIN);

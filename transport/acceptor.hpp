@@ -42,7 +42,9 @@ public:
     // One descriptor: the listener's, the accepted id's rdma_cm channel,
     // then the stream's fd.
     [[nodiscard]] Want want() const noexcept;
-    [[nodiscard]] Deadline deadline() const noexcept { return deadline_; }
+    // The setup's deadline, or later once the handshake has gone far enough
+    // that the client may complete (HandshakeStage::deadline_for).
+    [[nodiscard]] Deadline deadline() const noexcept;
     [[nodiscard]] Stage stage() const noexcept { return stage_; }
     // The connection after step() said Done; nullptr otherwise.
     std::unique_ptr<Connection> take_connection() noexcept;

@@ -471,6 +471,8 @@ int Connection::set_interest(short events) noexcept {
 
 ConnectionStats Connection::stats() const noexcept { return stream_ ? stream_->stats() : ConnectionStats{}; }
 
+std::size_t Connection::unread_bytes() const noexcept { return stream_ ? stream_->unread() : 0; }
+
 std::string Connection::failure_reason() const noexcept {
     try {
         return stream_ ? stream_->failure_reason() : std::string();

@@ -195,6 +195,10 @@ public:
     short events_now(short wanted) noexcept;
 
     [[nodiscard]] ConnectionStats stats() const noexcept;
+    // Bytes that have arrived and wait to be read, as the last
+    // poll_events() or read found them: data, as opposed to the EOF or
+    // error that also make the connection readable.
+    [[nodiscard]] std::size_t unread_bytes() const noexcept;
     // The RDMA device the connection runs on ("rxe0"); empty when unusable.
     [[nodiscard]] std::string device_name() const noexcept;
     // False in a process forked after the connection was made, where every

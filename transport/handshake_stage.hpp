@@ -17,8 +17,17 @@ public:
     // Starts the handshake on `endpoint` (connected: ESTABLISHED seen).
     bool start(std::unique_ptr<Endpoint> endpoint, Role role, Error& err);
     // Done: take_connection() has the connection. Failed (also when
-    // `deadline` passed first): `err` says why and nothing is held any more.
-    StepStatus step(Deadline deadline, Error& err);
+    // deadline_for(setup_deadline) passed first): `err` says why and
+    // nothing is held any more.
+    StepStatus step(Deadline setup_deadline, Error& err);
+    // The deadline this stage keeps, given the setup's. The passive side
+    // that has sent its ring gets the setup's budget once more: the active
+    // side may complete from then on, and a passive side that gave up at
+    // the same deadline could leave it holding a connection nobody serves
+    // (the active side gives up first: its budget ends no later than the
+    // passive side's, protocol/upgrade.hpp). It still fails at once when
+    // the active side goes away.
+    [[nodiscard]] Deadline deadline_for(Deadline setup_deadline) const;
     // Readable when step() has something new to look at.
     [[nodiscard]] int fd() const;
     std::unique_ptr<Connection> take_connection() { return std::move(connection_); }
@@ -26,6 +35,8 @@ public:
 private:
     std::unique_ptr<Stream> stream_;
     std::unique_ptr<Connection> connection_;
+    Role role_ = Role::Active;
+    Deadline started_{};
 };
 
 }  // namespace pg_rdma::transport

@@ -227,6 +227,8 @@ int Stream::flush() {
     return held_ > 0 ? EAGAIN : 0;
 }
 
+std::size_t Stream::unread() const { return rx_.unread(); }
+
 short Stream::poll_events(short wanted) {
     if (closed_) return POLLNVAL;
     progress();  // ends a hold (flush_control)

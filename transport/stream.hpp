@@ -50,6 +50,9 @@ public:
     static std::unique_ptr<Stream> start(std::unique_ptr<Link> link, Role role, Error& err);
     SetupStep handshake_step(Error& err);
     void abandon_handshake(const char* why);
+    // This end has sent its RX ring and waits only for the peer's: from
+    // here the peer can complete its side at any moment.
+    [[nodiscard]] bool ring_sent() const { return phase_ == Phase::AwaitRing || phase_ == Phase::Established; }
     ~Stream();
 
     ssize_t read(void* buf, std::size_t len);
@@ -98,8 +101,11 @@ public:
     bool drain_done();
     void end_close();
     [[nodiscard]] Millis close_drain_timeout() const { return settings_.close_drain_timeout; }
+    [[nodiscard]] Millis setup_budget() const { return settings_.connect_timeout; }
 
     [[nodiscard]] const ConnectionStats& stats() const { return stats_; }
+    // Bytes that have arrived and not been read (as of the last poll).
+    [[nodiscard]] std::size_t unread() const;
     [[nodiscard]] const std::string& failure_reason() const { return failure_reason_; }
 
 private:

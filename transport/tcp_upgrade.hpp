@@ -8,17 +8,17 @@
 //   TcpSame    - the session continues on the same TCP connection, as if the
 //                upgrade had never been asked for
 //   TcpReconnect (client only) - the server does not know the request (no
-//                pg_rdma) and has closed the connection: open a new TCP
-//                connection and do not ask again
+//                pg_rdma) and has closed the connection, or its reply did
+//                not come in time: open a new TCP connection and do not
+//                ask again
 //   Failed     - Mode::Require and RDMA was not possible, or the TCP
 //                connection itself broke
 // In every outcome but Rdma, `error` says why RDMA was not used, for a log line.
 //
 // Each side comes as resumable steps (ClientUpgrade, ServerUpgrade, driven
 // as setup_step.hpp says) and as a blocking call over them. The whole
-// upgrade, RDMA connection and handshake included, is bounded by one
-// deadline: settings.connect_timeout from the object's construction (from
-// the call, for the blocking forms); give the setup less by lowering it.
+// upgrade, RDMA connection and handshake included, is bounded: the
+// deadlines are ClientUpgrade's and ServerUpgrade's below.
 // Destroying an upgrade object at any step abandons the upgrade and
 // releases everything it made; the TCP socket is the caller's and stays
 // open, in a state only fit for closing.
@@ -71,7 +71,21 @@ class ClientUpgrade {
 public:
     enum class Stage { SendingRequest, AwaitingReply, Connecting, Done };
 
+    // The reply is awaited until `limits.reply` (now + connect_timeout by
+    // default; a caller that bounds the whole connection itself, as
+    // libpq's connect_timeout does, passes Deadline::max()): that wait is
+    // the server's startup, which a TCP session waits for as well. The RDMA
+    // setup then gets connect_timeout from the reply, or the server's own
+    // budget if that is less, and ends by `limits.rdma_latest` at the
+    // latest (so that a fallback leaves the caller time for TCP). A reply
+    // that does not come in time is a TcpReconnect (prefer) or Failed
+    // (require).
+    struct Limits {
+        Deadline reply;
+        Deadline rdma_latest = Deadline::max();
+    };
     ClientUpgrade(int tcp_fd, Mode mode, const Settings& settings, const TcpIo& io = {}) noexcept;
+    ClientUpgrade(int tcp_fd, Mode mode, const Settings& settings, const TcpIo& io, Limits limits) noexcept;
     ~ClientUpgrade();
     ClientUpgrade(const ClientUpgrade&) = delete;
     ClientUpgrade& operator=(const ClientUpgrade&) = delete;
@@ -81,6 +95,8 @@ public:
     StepStatus step() noexcept;
     // Always exactly one descriptor: the TCP socket, then the RDMA setup's.
     [[nodiscard]] Want want() const noexcept;
+    // When the current stage ends: the reply's deadline, then the RDMA
+    // setup's. Call step() once it has passed.
     [[nodiscard]] Deadline deadline() const noexcept { return deadline_; }
     [[nodiscard]] Stage stage() const noexcept { return stage_; }
     // The result once step() said Done (moved out: call once).
@@ -99,7 +115,8 @@ private:
     Mode mode_;
     Settings settings_;
     TcpIo io_;
-    Deadline deadline_;
+    Deadline deadline_;  // the current stage's
+    Deadline rdma_latest_;
     Stage stage_ = Stage::SendingRequest;
     bool started_ = false;
     sockaddr_storage local_{};  // the TCP connection's, port 0: the RDMA source
@@ -117,10 +134,15 @@ private:
 // when this end cannot do RDMA, and accepts only an RDMA connection from
 // the TCP peer's IP with the nonce it sent. If the client gives up on RDMA
 // and talks on TCP instead (or closes), returns TcpSame without consuming
-// those bytes.
+// those bytes. The client decides: once our side is complete the outcome
+// is Rdma only when the client's first bytes come over RDMA (a PostgreSQL
+// client speaks first), or when it holds the connection without a word for
+// another connect_timeout; bytes on TCP, or a client that lets the queue
+// pair go, make it TcpSame. So both ends always agree, whenever the
+// client's deadline passes.
 class ServerUpgrade {
 public:
-    enum class Stage { Replying, AwaitingClient, Done };
+    enum class Stage { Replying, AwaitingClient, Confirming, Done };
 
     ServerUpgrade(int tcp_fd, const Settings& settings, const TcpIo& io = {}) noexcept;
     ~ServerUpgrade();
@@ -130,10 +152,11 @@ public:
     // InProgress or Done, never Failed: a failed upgrade is an outcome of
     // the result. Done: take_result().
     StepStatus step() noexcept;
-    // The TCP socket while replying; then the RDMA setup's descriptor and
-    // the TCP socket (readable: the client gave up on RDMA).
+    // The TCP socket while replying; then the RDMA setup's descriptor (the
+    // connection's, while confirming) and the TCP socket (readable: the
+    // client gave up on RDMA).
     [[nodiscard]] Want want() const noexcept;
-    [[nodiscard]] Deadline deadline() const noexcept { return deadline_; }
+    [[nodiscard]] Deadline deadline() const noexcept;
     [[nodiscard]] Stage stage() const noexcept { return stage_; }
     // The result once step() said Done (moved out: call once).
     UpgradeResult take_result() noexcept { return std::move(result_); }
@@ -144,6 +167,7 @@ private:
     bool open_endpoint(protocol::Nonce& nonce, Error& err);
     StepStatus send_reply();
     StepStatus await_client();
+    StepStatus confirm();
     StepStatus finish(UpgradeOutcome outcome, Error why) noexcept;
 
     int fd_;
@@ -160,6 +184,10 @@ private:
     // Declared before the acceptor, which borrows it: destroyed after it.
     std::unique_ptr<Listener> listener_;
     std::unique_ptr<Acceptor> acceptor_;
+    // Confirming: our side is complete; the client's first bytes decide.
+    std::unique_ptr<Connection> confirming_;
+    Deadline confirm_deadline_{};
+    bool tcp_closed_ = false;  // the client closed its TCP side while confirming
     UpgradeResult result_;
 };
 

@@ -1,6 +1,7 @@
 // The client's side of the upgrade as steps (see tcp_upgrade.hpp):
 // request, reply, then an RDMA Connector from the TCP connection's local
 // address to the endpoint the reply names.
+#include <algorithm>
 #include <cerrno>
 
 #include <fmt/format.h>
@@ -14,7 +15,15 @@
 namespace pg_rdma::transport {
 
 ClientUpgrade::ClientUpgrade(int tcp_fd, Mode mode, const Settings& settings, const TcpIo& io) noexcept
-    : fd_(tcp_fd), mode_(mode), settings_(settings), io_(io), deadline_(SetupClock::now() + settings.connect_timeout) {}
+    : ClientUpgrade(tcp_fd, mode, settings, io, Limits{SetupClock::now() + settings.connect_timeout}) {}
+
+ClientUpgrade::ClientUpgrade(int tcp_fd, Mode mode, const Settings& settings, const TcpIo& io, Limits limits) noexcept
+    : fd_(tcp_fd),
+      mode_(mode),
+      settings_(settings),
+      io_(io),
+      deadline_(limits.reply),
+      rdma_latest_(limits.rdma_latest) {}
 
 ClientUpgrade::~ClientUpgrade() = default;
 
@@ -53,9 +62,17 @@ namespace {
 // What an unfinished exchange on the TCP connection means at `deadline`.
 bool tcp_timed_out(Deadline deadline, Error& err) {
     if (!passed(deadline)) return false;
-    fail(err, ETIMEDOUT, "timed out on the TCP connection during the RDMA upgrade");
+    fail(err, ETIMEDOUT,
+         "the server did not answer the RDMA upgrade request in time (a busy server: its backends start "
+         "slowly)");
     return true;
 }
+
+// rdma_connect's request or the server's answer to it lost on the way,
+// while TCP to the same address works: almost always a firewall.
+constexpr const char* kSilentPeerHint =
+    "; nothing came back from the server's RDMA port: check that RoCE v2 (UDP port 4791) is not blocked by a "
+    "firewall on either host or between them";
 
 }  // namespace
 
@@ -65,7 +82,9 @@ StepStatus ClientUpgrade::send_request() {
         case IoStatus::Done: stage_ = Stage::AwaitingReply; return receive_reply();
         case IoStatus::Wait:
             if (!tcp_timed_out(deadline_, err)) return StepStatus::InProgress;
-            return finish(UpgradeOutcome::Failed, std::move(err));
+            // The request may still be read later: only a fresh connection
+            // is sure to carry nothing of this exchange.
+            return fall_back(UpgradeOutcome::TcpReconnect, std::move(err));
         case IoStatus::Failed: break;
     }
     // A server that closes on our request without a word is not ours.
@@ -82,7 +101,7 @@ StepStatus ClientUpgrade::receive_reply() {
             case IoStatus::Done: break;
             case IoStatus::Wait:
                 if (!tcp_timed_out(deadline_, err)) return StepStatus::InProgress;
-                return finish(UpgradeOutcome::Failed, std::move(err));
+                return fall_back(UpgradeOutcome::TcpReconnect, std::move(err));
             case IoStatus::Failed:
                 if (err.code == ECONNRESET) return fall_back(UpgradeOutcome::TcpReconnect, std::move(err));
                 return finish(UpgradeOutcome::Failed, std::move(err));
@@ -106,7 +125,7 @@ StepStatus ClientUpgrade::receive_reply() {
         case IoStatus::Done: return on_reply();
         case IoStatus::Wait:
             if (!tcp_timed_out(deadline_, err)) return StepStatus::InProgress;
-            break;
+            return fall_back(UpgradeOutcome::TcpReconnect, std::move(err));
         case IoStatus::Failed: break;
     }
     return finish(UpgradeOutcome::Failed, std::move(err));
@@ -129,6 +148,13 @@ StepStatus ClientUpgrade::on_reply() {
                          format_address(as_sockaddr(dst)), format_address(as_sockaddr(peer_))));
         return fall_back(UpgradeOutcome::TcpSame, std::move(err));
     }
+    // The RDMA setup's own budget starts now (waiting for the reply was
+    // TCP's time, which a TCP session would have spent as well), and ends
+    // no later than the server's: both then fall back together.
+    Millis budget = settings_.connect_timeout;
+    if (reply.value.endpoint.setup_budget != 0)
+        budget = std::min(budget, Millis{protocol::setup_budget_ms(reply.value.endpoint.setup_budget)});
+    deadline_ = std::min(SetupClock::now() + budget, rdma_latest_);
     // A redirect to another address family cannot use our TCP source.
     const sockaddr* src = dst.ss_family == local_.ss_family ? as_sockaddr(local_) : nullptr;
     connector_ = Connector::start(as_sockaddr(dst), src, reply.value.endpoint.nonce, settings_, deadline_, err);
@@ -139,6 +165,7 @@ StepStatus ClientUpgrade::on_reply() {
 
 StepStatus ClientUpgrade::connect_rdma() {
     Error err;
+    const Connector::Stage before = connector_->stage();
     switch (connector_->step(err)) {
         case StepStatus::InProgress: return StepStatus::InProgress;
         case StepStatus::Done:
@@ -148,7 +175,9 @@ StepStatus ClientUpgrade::connect_rdma() {
         case StepStatus::Failed: break;
     }
     connector_.reset();
-    // The server sees our next TCP bytes and gives up too.
+    if (err.code == ETIMEDOUT && before == Connector::Stage::Connecting) err.message += kSilentPeerHint;
+    // The server sees our next TCP bytes, or the queue pair let go, and
+    // gives up too.
     return fall_back(UpgradeOutcome::TcpSame, std::move(err));
 }
 

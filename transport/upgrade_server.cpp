@@ -25,7 +25,7 @@ StepStatus ServerUpgrade::step() noexcept {
         fail_from_exception(err, "ServerUpgrade::step");
         // Once 'R' is out the client can always continue on TCP; before,
         // the exchange is in an unknown state.
-        const bool replied = stage_ == Stage::AwaitingClient;
+        const bool replied = stage_ == Stage::AwaitingClient || stage_ == Stage::Confirming;
         return finish(replied ? UpgradeOutcome::TcpSame : UpgradeOutcome::Failed, std::move(err));
     }
 }
@@ -36,14 +36,22 @@ StepStatus ServerUpgrade::advance() {
         started_ = true;
         prepare_reply();
     }
-    return stage_ == Stage::Replying ? send_reply() : await_client();
+    switch (stage_) {
+        case Stage::Replying: return send_reply();
+        case Stage::AwaitingClient: return await_client();
+        case Stage::Confirming: return confirm();
+        case Stage::Done: break;
+    }
+    return StepStatus::Done;
 }
 
 void ServerUpgrade::prepare_reply() {
     Error err;
     protocol::Nonce nonce{};
     if (open_endpoint(nonce, err)) {
-        reply_ = protocol::encode_upgrade_accept(describe_endpoint(listener_->local_address(), nonce));
+        protocol::RdmaEndpoint endpoint = describe_endpoint(listener_->local_address(), nonce);
+        endpoint.setup_budget = protocol::encode_setup_budget(static_cast<std::uint64_t>(ms_until(deadline_)));
+        reply_ = protocol::encode_upgrade_accept(endpoint);
         reply_size_ = reply_.size();
         return;
     }
@@ -98,8 +106,11 @@ StepStatus ServerUpgrade::await_client() {
     Error err;
     switch (acceptor_->step(err)) {
         case StepStatus::Done:
-            result_.connection = acceptor_->take_connection();
-            return finish(UpgradeOutcome::Rdma, {});
+            confirming_ = acceptor_->take_connection();
+            acceptor_.reset();
+            confirm_deadline_ = SetupClock::now() + settings_.connect_timeout;
+            stage_ = Stage::Confirming;
+            return confirm();
         case StepStatus::Failed:
             if (err.code == ETIMEDOUT)
                 err.message = "the client did not complete its RDMA connection within connect_timeout "
@@ -114,7 +125,43 @@ StepStatus ServerUpgrade::await_client() {
     return finish(UpgradeOutcome::TcpSame, std::move(err));
 }
 
+// Our side is complete, but the client's may not be: it completes when our
+// ring arrives, and its deadline may pass first. A PostgreSQL client speaks
+// first, so its first bytes say which way it went; until then the session
+// is on neither.
+StepStatus ServerUpgrade::confirm() {
+    Error err;
+    const short ev = confirming_->poll_events(POLLIN | POLLRDHUP);
+    if ((ev & POLLIN) != 0 && confirming_->unread_bytes() > 0) {
+        result_.connection = std::move(confirming_);
+        return finish(UpgradeOutcome::Rdma, {});
+    }
+    // Looked at, never read: they are the session's.
+    std::uint8_t byte = 0;
+    const ssize_t tcp = !tcp_closed_ && tcp_readable(fd_) ? io_.recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT) : -1;
+    if (tcp == 0) tcp_closed_ = true;  // no longer waited on: it would be readable for ever
+    if (tcp > 0) {
+        fail(err, ECONNABORTED, "the client gave up on RDMA as it completed, and continued on TCP");
+        return finish(UpgradeOutcome::TcpSame, std::move(err));
+    }
+    if ((ev & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL)) != 0) {
+        // It let go of the queue pair: whatever it says next comes on TCP.
+        fail(err, ECONNABORTED, "the client abandoned its RDMA connection as it completed");
+        if (const std::string why = confirming_->failure_reason(); !why.empty()) err.message += ": " + why;
+        return finish(UpgradeOutcome::TcpSame, std::move(err));
+    }
+    // A TCP end of file alone decides nothing: a client on RDMA may close
+    // its idle TCP socket. A client that holds a live connection and says
+    // nothing for a whole budget keeps it (one that gives up lets go).
+    if (passed(confirm_deadline_)) {
+        result_.connection = std::move(confirming_);
+        return finish(UpgradeOutcome::Rdma, {});
+    }
+    return StepStatus::InProgress;
+}
+
 StepStatus ServerUpgrade::finish(UpgradeOutcome outcome, Error why) noexcept {
+    confirming_.reset();
     acceptor_.reset();
     listener_.reset();
     stage_ = Stage::Done;
@@ -123,10 +170,25 @@ StepStatus ServerUpgrade::finish(UpgradeOutcome outcome, Error why) noexcept {
     return StepStatus::Done;
 }
 
+Deadline ServerUpgrade::deadline() const noexcept {
+    switch (stage_) {
+        case Stage::AwaitingClient: return acceptor_->deadline();
+        case Stage::Confirming: return confirm_deadline_;
+        case Stage::Replying:
+        case Stage::Done: break;
+    }
+    return deadline_;
+}
+
 Want ServerUpgrade::want() const noexcept {
     switch (stage_) {
         case Stage::Replying: return Want::one(fd_, POLLOUT);
         case Stage::AwaitingClient: return Want::plus(acceptor_->want(), fd_, POLLIN);
+        case Stage::Confirming:
+            // fd() turns readable for what set_interest() names.
+            (void)confirming_->set_interest(POLLIN | POLLRDHUP);
+            if (tcp_closed_) return Want::one(confirming_->fd(), POLLIN);
+            return Want::plus(Want::one(confirming_->fd(), POLLIN), fd_, POLLIN);
         case Stage::Done: break;
     }
     return Want::none();
@@ -141,6 +203,7 @@ const char* to_string(ServerUpgrade::Stage stage) noexcept {
     switch (stage) {
         case ServerUpgrade::Stage::Replying: return "replying";
         case ServerUpgrade::Stage::AwaitingClient: return "awaiting the client's RDMA connection";
+        case ServerUpgrade::Stage::Confirming: return "awaiting the client's first bytes";
         case ServerUpgrade::Stage::Done: return "done";
     }
     return "?";

@@ -194,6 +194,31 @@ TEST_CASE("a client that gives up on RDMA after the server accepted continues on
     CHECK(client.wait() == 0);
 }
 
+// The split outcome: the client's deadline passes just as its side
+// completes, after the server's has. The client decides; the server
+// follows whichever way its first bytes come.
+TEST_CASE("a client that completes RDMA but lets it go and talks on TCP leaves the server on TCP with its bytes",
+          "[rdma][fallback]") {
+    for (const bool close_first : {true, false}) {
+        INFO((close_first ? "the RDMA connection closed before the TCP bytes" : "the TCP bytes first"));
+        TcpListener tcp;
+        PeerProcess client([&]() -> int {
+            const int fd = tcp_connect(tcp.port);
+            if (fd < 0) return 90;
+            auto result = transport::upgrade_client(fd, Mode::Require, Settings{});
+            if (result.outcome != UpgradeOutcome::Rdma) return 91;
+            if (close_first) result.connection.reset();
+            if (send(fd, kHello, sizeof kHello, 0) != sizeof kHello) return 92;
+            result.connection.reset();
+            char wait_for_close = 0;
+            (void)!read(fd, &wait_for_close, 1);  // the server closes when it has read
+            return 0;
+        });
+        CHECK(run_server(tcp) == UpgradeOutcome::TcpSame);  // and it read kHello on TCP
+        CHECK(client.wait() == 0);
+    }
+}
+
 TEST_CASE("a process forked after its parent used RDMA upgrades all the same, with prefer and with require",
           "[rdma][fallback][fork]") {
     // The parent's use: an id with its route resolved to the device, so

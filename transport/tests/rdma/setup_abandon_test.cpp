@@ -114,7 +114,11 @@ TEST_CASE("a server upgrade abandoned after any number of steps releases everyth
         for (;;) {
             const int fd = tcp_connect(tcp.port);
             if (fd < 0) return 0;
-            (void)transport::upgrade_client(fd, Mode::Prefer, s);
+            auto result = transport::upgrade_client(fd, Mode::Prefer, s);
+            // A client speaks first: its first bytes are what tells the
+            // server the upgrade completed at this end too.
+            const std::uint8_t byte = 1;
+            if (result.outcome == UpgradeOutcome::Rdma) (void)write_all(*result.connection, &byte, 1, 5s);
             close(fd);
         }
     });

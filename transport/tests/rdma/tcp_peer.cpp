@@ -96,8 +96,10 @@ bool request_and_read_accept(int fd, protocol::UpgradeAcceptBytes& reply) {
            reply[0] == protocol::kReplyAccept;
 }
 
-protocol::UpgradeAcceptBytes accept_reply(const sockaddr_in& endpoint, const protocol::Nonce& nonce) {
+protocol::UpgradeAcceptBytes accept_reply(const sockaddr_in& endpoint, const protocol::Nonce& nonce,
+                                          std::chrono::milliseconds setup_budget) {
     protocol::RdmaEndpoint ep;
+    ep.setup_budget = protocol::encode_setup_budget(static_cast<std::uint64_t>(setup_budget.count()));
     ep.family = 4;
     ep.port = ntohs(endpoint.sin_port);
     std::memcpy(ep.address.data(), &endpoint.sin_addr, 4);

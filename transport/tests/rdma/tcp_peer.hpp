@@ -39,8 +39,10 @@ bool send_fully(int fd, const void* buf, std::size_t n);
 bool read_upgrade_request(int fd);
 // Client half by hand: sends the request and reads an 'R' reply.
 bool request_and_read_accept(int fd, protocol::UpgradeAcceptBytes& reply);
-// An 'R' reply naming `endpoint` (with its port) and `nonce`.
-protocol::UpgradeAcceptBytes accept_reply(const sockaddr_in& endpoint, const protocol::Nonce& nonce);
+// An 'R' reply naming `endpoint` (with its port) and `nonce`, and the
+// server's setup budget (0: not said).
+protocol::UpgradeAcceptBytes accept_reply(const sockaddr_in& endpoint, const protocol::Nonce& nonce,
+                                          std::chrono::milliseconds setup_budget = std::chrono::milliseconds{0});
 
 // A second IPv4 address on the rxe netdev (RXE_NETDEV) for as long as this
 // lives; waits until rxe has a GID for it, so rdma_cm can bind it.
