@@ -12,6 +12,7 @@
 #include "libclient/preload/epoll_registry.hpp"
 #include "libclient/preload/inherited_session.hpp"
 #include "libclient/preload/libc_calls.hpp"
+#include "libclient/preload/readiness.hpp"
 #include "libclient/preload/socket_table.hpp"
 
 using namespace pg_rdma::client;
@@ -34,7 +35,7 @@ std::uint32_t ready_events(SocketEntry& entry, std::uint32_t wanted, bool look_i
         // Ready for the caller's next PQconnectPoll when the step can progress.
         TransportCall inside;
         pg_rdma::transport::Want want = entry.upgrade->want();
-        if (want.count == 0 || libc().poll(want.fds.data(), want.count, 0) <= 0) return 0;
+        if (!upgrade_due(entry) && (want.count == 0 || libc().poll(want.fds.data(), want.count, 0) <= 0)) return 0;
         return (wanted & (EPOLLIN | EPOLLOUT)) != 0 ? (wanted & (EPOLLIN | EPOLLOUT)) : EPOLLIN;
     }
     if (entry.state != SocketState::Rdma) return 0;

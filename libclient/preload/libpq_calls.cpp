@@ -36,6 +36,7 @@ void load() noexcept {
     find(g_libpq.PQconnectPoll, "PQconnectPoll");
     find(g_libpq.PQfinish, "PQfinish");
     find(g_libpq.PQsocket, "PQsocket");
+    find(g_libpq.PQstatus, "PQstatus");
     find(g_libpq.PQerrorMessage, "PQerrorMessage");
     find(g_libpq.PQhost, "PQhost");
     find(g_libpq.PQport, "PQport");

@@ -29,6 +29,7 @@ struct LibpqCalls {
     PostgresPollingStatusType (*PQconnectPoll)(PGconn*);
     void (*PQfinish)(PGconn*);
     int (*PQsocket)(const PGconn*);
+    ConnStatusType (*PQstatus)(const PGconn*);
     char* (*PQerrorMessage)(const PGconn*);
     char* (*PQhost)(const PGconn*);
     char* (*PQport)(const PGconn*);

@@ -97,7 +97,11 @@ int poll_ours(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) noexc
             }
             sub[i].revents = 0;
         }
-        const int wait = ready > 0 ? 0 : (timeout_ms < 0 ? -1 : remaining_ms(deadline));
+        int wait = ready > 0 ? 0 : (timeout_ms < 0 ? -1 : remaining_ms(deadline));
+        // An upgrade's deadline wakes the wait: its next step must run then.
+        for (nfds_t i = 0; i < n && wait != 0; ++i)
+            if (const SocketEntry* e = table.find(fds[i].fd))
+                if (const int limit = upgrade_wait_limit(*e); limit >= 0 && (wait < 0 || limit < wait)) wait = limit;
         int real;
         if (mask == nullptr) {
             real = libc().poll(sub.data(), n, wait);

@@ -150,7 +150,12 @@ __attribute__((visibility("default"))) PostgresPollingStatusType PQconnectPoll(P
         if (policy == RsocketPolicy::Off) return real(conn);
         std::string failure;
         const int fd = libpq().PQsocket(conn);
-        if (SocketEntry* entry = SocketTable::instance().find(fd))
+        // CONNECTION_NEEDED here: libpq's connect_timeout expired and it is
+        // giving up this address (it closes the socket, and the upgrade
+        // with it, then tries the next or fails). Holding it back would
+        // spin its loop on an expired deadline.
+        const bool abandoning = libpq().PQstatus(conn) == CONNECTION_NEEDED;
+        if (SocketEntry* entry = abandoning ? nullptr : SocketTable::instance().find(fd))
             if (auto answer = drive(conn, fd, *entry, failure)) return *answer;
         PostgresPollingStatusType status;
         const char* refusal = nullptr;

@@ -17,11 +17,28 @@ short connection_events(SocketEntry& entry, short wanted, bool look_inside) noex
     return static_cast<short>(ev & (wanted | kAlways | POLLRDHUP));
 }
 
+// What a caller waiting for PQconnectPoll's next step is told.
+short as_progress(short wanted) noexcept {
+    return static_cast<short>((wanted & (POLLIN | POLLOUT)) != 0 ? (wanted & (POLLIN | POLLOUT)) : POLLIN);
+}
+
 }  // namespace
+
+int upgrade_wait_limit(const SocketEntry& entry) noexcept {
+    if (entry.state != SocketState::Upgrading || !entry.upgrade) return -1;
+    const transport::Deadline deadline = entry.upgrade->deadline();
+    if (deadline == transport::Deadline::max()) return -1;
+    return transport::ms_until(deadline);
+}
+
+bool upgrade_due(const SocketEntry& entry) noexcept {
+    return entry.state == SocketState::Upgrading && entry.upgrade && transport::passed(entry.upgrade->deadline());
+}
 
 short ready_now(SocketEntry& entry, short wanted) noexcept {
     switch (entry.state) {
         case SocketState::Rdma: return connection_events(entry, wanted, false);
+        case SocketState::Upgrading: return upgrade_due(entry) ? as_progress(wanted) : 0;
         case SocketState::Failed: return POLLERR;
         default: return 0;
     }
@@ -50,8 +67,8 @@ short translate(SocketEntry& entry, short wanted, short real_revents) noexcept {
         case SocketState::Upgrading:
             // The caller (libpq, or an application driving PQconnectPoll)
             // waits for what PQconnectPoll asked; the step tells the rest.
-            if (real_revents == 0) return 0;
-            return static_cast<short>((wanted & (POLLIN | POLLOUT)) != 0 ? (wanted & (POLLIN | POLLOUT)) : POLLIN);
+            if (real_revents == 0 && !upgrade_due(entry)) return 0;
+            return as_progress(wanted);
         case SocketState::Failed: return POLLERR;
         default: return real_revents;
     }

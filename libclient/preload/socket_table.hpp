@@ -36,6 +36,7 @@ struct SocketEntry {
     transport::Mode mode = transport::Mode::Prefer;
     sockaddr_storage peer{};  // where libpq connected, for a reconnect
     socklen_t peer_len = 0;
+    transport::Deadline armed{};  // when libpq's connect() was made: its connect_timeout counts from about then
     std::unique_ptr<transport::ClientUpgrade> upgrade;  // Upgrading
     std::unique_ptr<transport::Connection> connection;  // Rdma
     int tcp_fd = -1;                                     // Rdma: the TCP socket, moved here

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include "libclient/conninfo/connect_timeout.hpp"
 #include "libclient/preload/epoll_registry.hpp"
@@ -33,20 +34,36 @@ int tcp_connect_state(int fd) {
     return error;
 }
 
-// libpq's connect_timeout bounds the RDMA setup too: it is the user's word
-// on how long connecting may take, and a loaded server can take longer than
-// the transport's default to answer. Without one, the transport's default.
-transport::Settings upgrade_settings(PGconn* conn) {
-    transport::Settings settings;
+// libpq's connect_timeout, in whole seconds; nullopt when it has none.
+std::optional<long> libpq_connect_timeout(PGconn* conn) {
+    std::optional<long> seconds;
     PQconninfoOption* options = libpq().PQconninfo(conn);
-    if (options == nullptr) return settings;
-    for (const PQconninfoOption* o = options; o->keyword != nullptr; ++o) {
-        if (std::strcmp(o->keyword, "connect_timeout") != 0) continue;
-        if (const auto seconds = conninfo::connect_timeout_seconds(o->val))
-            settings.connect_timeout = std::chrono::duration_cast<transport::Millis>(std::chrono::seconds{*seconds});
-    }
+    if (options == nullptr) return seconds;
+    for (const PQconninfoOption* o = options; o->keyword != nullptr; ++o)
+        if (std::strcmp(o->keyword, "connect_timeout") == 0) seconds = conninfo::connect_timeout_seconds(o->val);
     libpq().PQconninfoFree(options);
-    return settings;
+    return seconds;
+}
+
+// The upgrade of one attempt, started when its TCP connect completed.
+// Waiting for the server's reply is the server starting its backend, which
+// the same session on TCP would wait for too: libpq's own connect_timeout
+// (or none) bounds it, as it bounds TCP. The RDMA setup after the reply
+// gets the transport's budget, or with a connect_timeout as much of it as
+// the mode leaves (require: all of it, counted from libpq's connect();
+// prefer: half, so that a fallback leaves libpq the other half for the
+// session on TCP), and never more than the server's (the reply says).
+std::unique_ptr<transport::ClientUpgrade> start_upgrade(PGconn* conn, int fd, const SocketEntry& entry) {
+    transport::Settings settings;
+    transport::ClientUpgrade::Limits limits{transport::Deadline::max()};
+    if (const auto seconds = libpq_connect_timeout(conn)) {
+        auto budget = std::chrono::duration_cast<transport::Millis>(std::chrono::seconds{*seconds});
+        if (entry.mode == transport::Mode::Prefer) budget /= 2;
+        settings.connect_timeout = budget;
+        limits.rdma_latest = entry.armed + budget;
+    }
+    return std::make_unique<transport::ClientUpgrade>(fd, entry.mode, settings,
+                                                      transport::TcpIo{libc().send, libc().recv}, limits);
 }
 
 PostgresPollingStatusType waiting_for(const transport::Want& want) {
@@ -116,7 +133,9 @@ void fail_attempt(SocketEntry& entry, int code, std::string_view reason, std::st
     entry.state = SocketState::Failed;
     // Not ECONNREFUSED: libpq would add "Is the server running...?".
     entry.failed_errno = code != 0 && code != ECONNREFUSED ? code : EPROTONOSUPPORT;
-    failure = "with_rsocket=require: RDMA is not possible: ";
+    // With prefer only a broken TCP connection fails the attempt.
+    failure = entry.mode == transport::Mode::Require ? "with_rsocket=require: RDMA is not possible: "
+                                                     : "with_rsocket=true: the connection broke during the RDMA upgrade: ";
     failure += reason;
     failure += '\n';
 }
@@ -161,6 +180,7 @@ bool arm(int fd, const sockaddr* addr, socklen_t len, conninfo::RsocketPolicy po
     entry->mode = policy == conninfo::RsocketPolicy::Require ? transport::Mode::Require : transport::Mode::Prefer;
     std::memcpy(&entry->peer, addr, len);
     entry->peer_len = len;
+    entry->armed = transport::SetupClock::now();
     return SocketTable::instance().install(fd, std::move(entry));
 }
 
@@ -177,8 +197,7 @@ std::optional<PostgresPollingStatusType> drive(PGconn* conn, int fd, SocketEntry
                 entry.failed_errno = state;
                 return std::nullopt;
             }
-            entry.upgrade = std::make_unique<transport::ClientUpgrade>(
-                fd, entry.mode, upgrade_settings(conn), transport::TcpIo{libc().send, libc().recv});
+            entry.upgrade = start_upgrade(conn, fd, entry);
             entry.state = SocketState::Upgrading;
             [[fallthrough]];
         }
