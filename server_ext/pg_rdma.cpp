@@ -14,6 +14,7 @@
 #include "server_ext/libpq_side/client_library.hpp"
 #include "server_ext/session/install.hpp"
 #include "server_ext/settings_gucs.hpp"
+#include "server_ext/setup_gate.hpp"
 #include "server_ext/stat_slots.hpp"
 
 #include "server_ext/pg_headers.hpp"
@@ -28,7 +29,10 @@ namespace {
 // The combination of pg_rdma.* values, checked once at startup: an ERROR in
 // the postmaster stops it with the message, before any session exists.
 void check_settings_or_stop() {
-    const std::string_view problem = pg_rdma::server::settings_gucs_problem();
+    std::string_view problem = pg_rdma::server::settings_gucs_problem();
+    if (problem.empty())
+        if (const char* gate = pg_rdma::server::setup_gate_problem(pg_rdma::server::session_pinned_bytes()))
+            problem = gate;
     if (problem.empty()) return;
     ereport(ERROR,
             (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -47,10 +51,12 @@ void _PG_init(void) {
                  errhint("Add 'pg_rdma' to shared_preload_libraries in postgresql.conf and restart the server.")));
 
     pg_rdma::server::define_settings_gucs();
+    pg_rdma::server::define_setup_gate_gucs();
     MarkGUCPrefixReserved("pg_rdma");
     check_settings_or_stop();
     pg_rdma::server::add_rdma_listen_addresses();
     pg_rdma::server::install_stat_slot_hooks();
+    pg_rdma::server::install_setup_gate_hooks();
     pg_rdma::server::install_session_hooks();
     pg_rdma::server::warn_if_libpq_loaded_first();
 }

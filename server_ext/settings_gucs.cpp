@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "transport/endpoint.hpp"
+
 #include "server_ext/pg_headers.hpp"
 
 namespace pg_rdma::server {
@@ -38,6 +40,14 @@ constexpr int kMaxIntervalMs = static_cast<int>(protocol::kMaxKeepaliveIntervalM
 constexpr int kMaxTimeoutMs = static_cast<int>(protocol::kMaxKeepaliveTimeoutMs);
 constexpr int kMaxBusyPollUs = static_cast<int>(transport::kMaxBusyPoll.count());
 constexpr int kMaxConnectTimeoutMs = 3'600'000;  // 1 h: longer is a typo, not a tune
+constexpr int kMsPerSecond = 1000;
+
+// A backend's RDMA setup runs before authentication, under PostgreSQL's
+// authentication_timeout (which ends the backend, not the setup). One that
+// fails must leave the session at least as long again to authenticate on
+// TCP: connect_timeout may take half of authentication_timeout at most.
+constexpr int kAuthenticationShare = 2;
+int connect_timeout_limit_ms() { return AuthenticationTimeout * (kMsPerSecond / kAuthenticationShare); }
 
 void define_ms(const char* name, const char* short_desc, int* variable, int min_ms, int max_ms) {
     DefineCustomIntVariable(name,
@@ -151,11 +161,27 @@ transport::Settings settings_from_gucs() {
     // raised busy_poll keeps a fixed spin of that length, as before the
     // ceiling was a parameter.
     s.busy_poll_max = std::max(std::chrono::microseconds{busy_poll_max_us}, s.busy_poll);
-    s.connect_timeout = transport::Millis{connect_timeout_ms};
+    // authentication_timeout may have been lowered by a reload since the
+    // check at startup: the setup keeps within it all the same.
+    s.connect_timeout = transport::Millis{std::min(connect_timeout_ms, connect_timeout_limit_ms())};
     return s;
 }
 
-std::string_view settings_gucs_problem() { return transport::settings_problem(settings_from_gucs()); }
+std::string_view settings_gucs_problem() {
+    if (connect_timeout_ms > connect_timeout_limit_ms()) {
+        static char problem[256];
+        snprintf(problem, sizeof problem,
+                 "connect_timeout (%d ms) must be at most half of PostgreSQL's authentication_timeout (%d s): a "
+                 "session whose RDMA setup fails continues on TCP and still has to authenticate within it",
+                 connect_timeout_ms, AuthenticationTimeout);
+        return problem;
+    }
+    Settings s = settings_from_gucs();
+    s.connect_timeout = transport::Millis{connect_timeout_ms};
+    return transport::settings_problem(s);
+}
+
+std::uint64_t session_pinned_bytes() { return transport::Endpoint::pinned_bytes(settings_from_gucs()); }
 
 bool output_batching_guc() { return output_batching; }
 

@@ -2,6 +2,7 @@
 // transport::Settings they describe. Called from _PG_init in the postmaster.
 #pragma once
 
+#include <cstdint>
 #include <string_view>
 
 #include "transport/settings.hpp"
@@ -16,6 +17,9 @@ void define_settings_gucs();
 // (empty when they can; see transport::settings_problem).
 transport::Settings settings_from_gucs();
 std::string_view settings_gucs_problem();
+
+// What one RDMA session pins with these settings, in bytes.
+std::uint64_t session_pinned_bytes();
 
 // pg_rdma.output_batching as set now (a session may change it).
 bool output_batching_guc();

@@ -1,6 +1,7 @@
 #include "server_ext/session/row_claim.hpp"
 
 #include "server_ext/session/backend_session.hpp"
+#include "server_ext/setup_gate.hpp"
 
 #include "server_ext/pg_headers.hpp"
 
@@ -18,6 +19,9 @@ ClientAuthentication_hook_type previous_hook = nullptr;
 // follows at once.
 void on_client_authenticated(Port* port, int status) {
     if (previous_hook != nullptr) previous_hook(port, status);
+    // Authenticated or about to be refused: either way no longer a
+    // stranger holding RDMA resources.
+    leave_setup_gate();
     if (status == STATUS_OK) claim_pending_row();
 }
 

@@ -9,6 +9,7 @@
 #include <netdb.h>
 
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "server_ext/session/backend_session.hpp"
@@ -17,6 +18,7 @@
 #include "server_ext/session/rdma_address.hpp"
 #include "server_ext/session/real_calls.hpp"
 #include "server_ext/settings_gucs.hpp"
+#include "server_ext/setup_gate.hpp"
 #include "server_ext/stat_slots.hpp"
 #include "transport/directory.hpp"
 #include "transport/tcp_upgrade.hpp"
@@ -35,12 +37,13 @@ constexpr std::size_t kReasonSize = 512;  // bytes of a reason in a log line
 
 // What start_session decided, for the C-style reporting below.
 struct Report {
-    enum Kind { None, Upgraded, StayedTcp, Declined, NotOffered, NotAccepting, Fatal } kind = None;
+    enum Kind { None, Upgraded, StayedTcp, Declined, NotOffered, NotAccepting, OverCap, Fatal } kind = None;
     char reason[kReasonSize] = {};
     char device[kStatFieldSize] = {};
     int protocol_version = 0;
     std::uint32_t rx_buffer_size = 0;
     int transport_descriptors = 0;  // opened by the upgrade, for PostgreSQL's count
+    GateRefusal refusal;            // OverCap
 };
 
 // Descriptors this process has open: the upgrade's are reported to
@@ -63,6 +66,10 @@ void client_address(char (&host)[NI_MAXHOST], int& port) {
     if (getnameinfo(reinterpret_cast<const sockaddr*>(&MyProcPort->raddr.addr), MyProcPort->raddr.salen, host,
                     sizeof host, service, sizeof service, NI_NUMERICHOST | NI_NUMERICSERV) == 0)
         port = std::atoi(service);
+    // A link-local peer comes with its zone ("fe80::1%eth0"), which type
+    // inet rejects: one such row would make every read of pg_stat_rdma
+    // fail. Dropped, as pg_stat_activity's client_addr drops it.
+    if (char* zone = std::strchr(host, '%')) *zone = '\0';
 }
 
 // Remembers the row; it is claimed after authentication (row_claim.cpp).
@@ -119,6 +126,15 @@ bool decide(int fd, Report& report) noexcept {
             if (!send_decline(fd)) set_reason(report, "the decline could not be sent");
             return true;
         }
+        // Nothing is pinned for a stranger beyond the server-wide caps.
+        if (!enter_setup_gate(session_pinned_bytes(), report.refusal)) {
+            s.phase = SessionPhase::Tcp;
+            s.pending.clear();
+            report.kind = Report::OverCap;
+            if (!send_decline(fd)) set_reason(report, "the decline could not be sent");
+            track_session(report, SessionTransport::Tcp);
+            return true;
+        }
         const RealCalls& real = real_calls();
         const int descriptors_before = open_descriptors();
         transport::UpgradeResult result =
@@ -149,6 +165,7 @@ bool decide(int fd, Report& report) noexcept {
                 return true;
             }
             case transport::UpgradeOutcome::TcpSame:
+                leave_setup_gate();  // nothing of RDMA is held any more
                 s.phase = SessionPhase::Tcp;
                 s.pending.clear();
                 report.kind = Report::Declined;
@@ -203,6 +220,17 @@ void report_decision(const Report& r) {
             ereport(LOG, (errmsg("pg_rdma: declined an RDMA upgrade from host=%s port=%s: this address is not in "
                                  "pg_rdma.listen_addresses%s%s",
                                  host, port, r.reason[0] != '\0' ? "; " : "", r.reason)));
+            break;
+        case Report::OverCap:
+            // A crowd or a flood: one line for many, at most every few seconds.
+            if (r.refusal.log_now)
+                ereport(LOG, (errmsg("pg_rdma: declined %llu RDMA upgrade(s) since the last such line, the "
+                                     "latest from host=%s port=%s; those sessions continue on TCP",
+                                     static_cast<unsigned long long>(r.refusal.declined_since), host, port),
+                              errdetail("%s.", r.refusal.why),
+                              errhint("Raise pg_rdma.max_unauthenticated_sessions or "
+                                      "pg_rdma.max_unauthenticated_memory if these are your own clients "
+                                      "connecting at once.")));
             break;
         case Report::Fatal:
             // The client is mid-handshake: an ErrorResponse on the TCP

@@ -50,6 +50,23 @@ grep -q 'FATAL:  pg_rdma: invalid configuration: keepalive_timeout must be at le
     "$data/log" || fail "no clear message for the bad keepalive combination"
 echo "ok: a bad settings combination stops the server"
 
+# 1b. connect_timeout over half of authentication_timeout: a session whose
+#     RDMA setup failed would have no time left to authenticate on TCP.
+configure "shared_preload_libraries = 'pg_rdma'" "pg_rdma.connect_timeout = '31s'" "authentication_timeout = '1min'"
+start && fail "the server started with connect_timeout over half of authentication_timeout"
+grep -q "FATAL:  pg_rdma: invalid configuration: connect_timeout (31000 ms) must be at most half of PostgreSQL's authentication_timeout (60 s)" \
+    "$data/log" || fail "no clear message for connect_timeout against authentication_timeout"
+echo "ok: connect_timeout over half of authentication_timeout stops the server"
+
+# 1c. max_unauthenticated_memory below what one session pins: no session
+#     could use RDMA, so the server says so instead of declining them all.
+configure "shared_preload_libraries = 'pg_rdma'" "pg_rdma.rx_buffer_size = '64MB'" \
+    "pg_rdma.max_unauthenticated_memory = '32MB'"
+start && fail "the server started with max_unauthenticated_memory below one session's pinned memory"
+grep -q 'FATAL:  pg_rdma: invalid configuration: max_unauthenticated_memory (32768 kB) is less than one session pins' \
+    "$data/log" || fail "no clear message for max_unauthenticated_memory below one session"
+echo "ok: max_unauthenticated_memory below one session stops the server"
+
 # 2. A malformed pg_rdma.listen_addresses: the postmaster stops.
 configure "shared_preload_libraries = 'pg_rdma'" "pg_rdma.listen_addresses = '127.0.0.1,,10.0.0.5'"
 start && fail "the server started with a malformed pg_rdma.listen_addresses"
@@ -62,7 +79,8 @@ echo "ok: a malformed pg_rdma.listen_addresses stops the server"
 #    with_rsocket=false); a client asking for RDMA on a machine without an
 #    RDMA device is declined with the reason and continues on TCP.
 configure "shared_preload_libraries = 'pg_rdma'" "pg_rdma.listen_addresses = ' 127.0.0.1 '" \
-    "log_connections = on" "log_disconnections = on" "authentication_timeout = '1s'"
+    "log_connections = on" "log_disconnections = on" "authentication_timeout = '1s'" \
+    "pg_rdma.connect_timeout = '500ms'"
 start || fail "the server did not start with a valid pg_rdma.listen_addresses"
 [ "$(sql -c 'show listen_addresses')" = 127.0.0.1 ] || fail "listen_addresses does not include the RDMA address"
 [ "$(as_pg "$STAGE_BIN/psql" -X -h 127.0.0.1 -p "$PORT" -U postgres -d postgres -At -c 'select 42')" = 42 ] ||

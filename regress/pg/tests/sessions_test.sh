@@ -12,11 +12,13 @@ IP=${RXE_IP:?run in the Soft-RoCE guest}
 pgrdma=$build/libclient/pgrdma
 PG_CLUSTER_PORT=54410
 # The server waits for a session's RDMA setup as long as the clients do
-# (pg_cluster_client's PGCONNECT_TIMEOUT): 64 setups at once on the
-# guest's emulated CPUs can outlast the 10 s default, and a client whose
-# server gave up first is rejected (seen in CI).
+# (pg_cluster_client's PGCONNECT_TIMEOUT, all of which a require client
+# gives its RDMA setup): 64 setups at once on the guest's emulated CPUs can
+# outlast the 10 s default. connect_timeout may be half of
+# authentication_timeout at most.
+setup_s=${PGCONNECT_TIMEOUT:-$PG_CLUSTER_TIMEOUT}
 pg_cluster_init "$(mktemp -d /tmp/pg_rdma-sessions.XXXXXX)" "$build" "max_connections = 100" \
-    "pg_rdma.connect_timeout = ${PGCONNECT_TIMEOUT:-$PG_CLUSTER_TIMEOUT}s"
+    "pg_rdma.connect_timeout = ${setup_s}s" "authentication_timeout = $((2 * setup_s))s"
 pg_cluster_make_certs
 # A reject line for one role at the client's real address, ahead of the sample's lines.
 as_pg sed -i "1i host all reject_me $IP/32 reject" "$PG_CLUSTER_DATA/pg_hba.conf"

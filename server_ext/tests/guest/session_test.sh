@@ -143,3 +143,22 @@ echo "ok: the backend of a SIGKILLed RDMA client exits; the postmaster lives on"
 
 grep -q 'server process .* was terminated\|terminated by signal' "$data/log" && fail "a backend crashed"
 echo "ok: no backend crashed"
+
+# 8. A TCP client from a link-local IPv6 address on a pg_rdma address: its
+#    row's client_addr has no zone ("fe80::99%rxenet0" is not a valid inet,
+#    and one such row used to make every read of pg_stat_rdma fail).
+NETDEV=${RXE_NETDEV:?run in the Soft-RoCE guest}
+LINK_LOCAL=fe80::99
+ip -6 addr add "$LINK_LOCAL/64" dev "$NETDEV" nodad
+stop
+as_pg sed -i "s/^pg_rdma.listen_addresses = .*/pg_rdma.listen_addresses = '*'/" "$data/postgresql.conf"
+echo "host all all fe80::/10 trust" | as_pg tee -a "$data/pg_hba.conf" >/dev/null
+as_pg "$STAGE_BIN/pg_ctl" -D "$data" -l "$data/log" -w -t 60 start >/dev/null
+as_pg "$STAGE_BIN/psql" -X -h "$LINK_LOCAL%$NETDEV" -p "$PORT" -U postgres -d postgres -At \
+    -c 'select pg_sleep(30)' >/dev/null 2>&1 &
+linked=$!
+has_row() { [ "$(sql -c "select count(*) from pg_stat_rdma where client_addr = '$LINK_LOCAL'")" = 1 ]; }
+wait_for 30 has_row || fail "no valid pg_stat_rdma row for the link-local client: $(sql -c 'select * from pg_stat_rdma' 2>&1)"
+kill "$linked" 2>/dev/null; wait "$linked" 2>/dev/null || true
+ip -6 addr del "$LINK_LOCAL/64" dev "$NETDEV" || true
+echo "ok: a link-local IPv6 client gets a valid pg_stat_rdma row (its zone dropped)"
