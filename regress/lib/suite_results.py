@@ -1,15 +1,25 @@
 #!/usr/bin/env python3
-"""Test plan and result files for regress/run-rdma-suite (host side only).
+"""Test plan and result files for regress/run-rdma-suite and
+regress/run-pair-suite (host side only).
 
   plan SUITE BUILD OUT_DIR [NAME...] < introspect.json
       Writes OUT_DIR/plan.sh (read by guest/run-tests.sh: first one
       `start_background` line per test also in suite SUITE-background, then
       one `run_test` line per other test of SUITE) and OUT_DIR/planned.txt
       (all their names); prints "COUNT TOTAL_TIMEOUT_S BACKGROUND_COUNT".
-  to-meson OUT_DIR TESTLOG
+  to-meson OUT_DIR TESTLOG [WHERE]
       Writes results.tsv as meson's testlog.json (JSON lines), so callers that
       read meson's log (scripts/test) see the guest's results. A planned test
       with no result line becomes result ERROR: it never passes by silence.
+      WHERE goes to each entry's "where" (default: the rdma suite's guest).
+  merge-pair OUT_DIR
+      Two-host suite: OUT_DIR/A and OUT_DIR/B hold each guest's results.tsv
+      and logs (guest/run-pair-tests.sh). Writes OUT_DIR/results.tsv with one
+      line per test that BOTH sides reported: OK only when both sides were
+      OK, else the worse status (TIMEOUT, FAIL, SKIPPED-AS-FAIL), the first
+      failing side's exit code, the longer duration. A test one side did not
+      report gets no line (run-pair-suite then fails it). OUT_DIR/NAME.log
+      gets both sides' logs, A's (server) first.
   from-meson TESTLOG OUT_DIR
       The reverse, for PG_RDMA_SUITE_RUNNER=meson: meson's log -> results.tsv.
 """
@@ -69,7 +79,7 @@ def log_text(out, name):
     return path.read_text(errors="replace") if path.exists() else ""
 
 
-def cmd_to_meson(out, testlog):
+def cmd_to_meson(out, testlog, where="Soft-RoCE guest (regress/run-rdma-suite)"):
     out = Path(out)
     rows = read_results(out)
     with open(testlog, "w") as f:
@@ -78,7 +88,33 @@ def cmd_to_meson(out, testlog):
             result = MESON_RESULT.get(status, "ERROR")
             f.write(json.dumps({"name": name, "result": result, "returncode": code,
                                 "duration": secs, "stdout": log_text(out, name),
-                                "where": "Soft-RoCE guest (regress/run-rdma-suite)"}) + "\n")
+                                "where": where}) + "\n")
+
+
+# Worst first: the status a two-host test gets when its sides disagree.
+PAIR_SEVERITY = ["TIMEOUT", "FAIL", "SKIPPED-AS-FAIL", "OK"]
+PAIR_SIDES = (("A", "server, 10.99.0.1"), ("B", "client, 10.99.0.2"))
+
+
+def cmd_merge_pair(out):
+    out = Path(out)
+    sides = {host: read_results(out / host) for host, _ in PAIR_SIDES}
+    with open(out / "results.tsv", "w") as tsv:
+        for name in (out / "planned.txt").read_text().splitlines():
+            parts = [f"===== host {host} ({what}): "
+                     + (f"{sides[host][name][0]}, exit {sides[host][name][1]}, "
+                        f"{sides[host][name][2]:.2f} s" if name in sides[host] else "NO RESULT")
+                     + " =====\n" + log_text(out / host, name)
+                     for host, what in PAIR_SIDES]
+            safe = "".join(c if c.isalnum() or c in "_.-" else "_" for c in name)
+            (out / (safe + ".log")).write_text("\n".join(parts))
+            if not all(name in sides[host] for host, _ in PAIR_SIDES):
+                continue
+            rows = [sides[host][name] for host, _ in PAIR_SIDES]
+            status = min((r[0] for r in rows),
+                         key=lambda st: PAIR_SEVERITY.index(st) if st in PAIR_SEVERITY else -1)
+            code = next((r[1] for r in rows if r[0] != "OK"), 0)
+            tsv.write(f"{name}\t{status}\t{code}\t{max(r[2] for r in rows):.2f}\n")
 
 
 def cmd_from_meson(testlog, out):
@@ -93,8 +129,10 @@ def cmd_from_meson(testlog, out):
 def main(argv):
     if len(argv) >= 4 and argv[0] == "plan":
         cmd_plan(argv[1], argv[2], argv[3], set(argv[4:]))
-    elif len(argv) == 3 and argv[0] == "to-meson":
-        cmd_to_meson(argv[1], argv[2])
+    elif len(argv) in (3, 4) and argv[0] == "to-meson":
+        cmd_to_meson(*argv[1:])
+    elif len(argv) == 2 and argv[0] == "merge-pair":
+        cmd_merge_pair(argv[1])
     elif len(argv) == 3 and argv[0] == "from-meson":
         cmd_from_meson(argv[1], argv[2])
     else:

@@ -7,7 +7,7 @@ PKGS_BUILD="meson ninja-build pkg-config g++ libibverbs-dev librdmacm-dev libssl
   libfmt-dev libspdlog-dev catch2 postgresql-server-dev-15 libpq-dev libkrb5-dev"
 PKGS_FUZZ="clang libclang-rt-14-dev"
 PKGS_GUEST="qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2 cpio gzip
-  xz-utils rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest"
+  xz-utils rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest nftables"
 PKGS_PG="postgresql-15 postgresql-client-15"
 PKGS_BENCH="gnuplot-nox valgrind"
 

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Crowds and strangers, whole product in the Soft-RoCE guest: a real
+# PostgreSQL 15 with the built pg_rdma, clients through the built pgrdma.
+#   1. A storm: 200 libpq connections with with_rsocket=true started at the
+#      same instant from one process (crowd.cpp); every one connects, on
+#      RDMA or by a clean fallback to TCP. Setup latency p50/p99 printed.
+#   2. The caps on sessions not yet authenticated: 40 clients that upgrade
+#      and then never send a startup packet, at a server with
+#      pg_rdma.max_unauthenticated_sessions = 8 whose pg_hba.conf rejects
+#      their address: at most 8 get a queue pair, the others are declined
+#      ('N', TCP), the memory pinned by the backends stays within the cap,
+#      the declines are logged in a few rate-limited lines, and a real
+#      session still connects once the strangers are gone.
+# Usage: crowd_test.sh BUILD_DIR CROWD UPGRADE_PROBE
+set -euo pipefail
+build=$1 crowd=$2 probe=$3
+IP=${RXE_IP:?run in the Soft-RoCE guest}
+# shellcheck source=regress/pg/cluster.sh
+. "$(dirname "$(readlink -f "$0")")/../cluster.sh"
+pgrdma=$build/libclient/pgrdma
+STORM=200
+STRANGERS=40
+CAP=8
+HOLD_S=40  # how long a stranger holds its session silent
+
+fail() { echo "FAIL: $*"; echo "--- server log (tail):"; tail -30 "$(pg_cluster_log)"; exit 1; }
+
+# 1. The storm.
+PG_CLUSTER_PORT=54420
+pg_cluster_init "$(mktemp -d /tmp/pg_rdma-crowd.XXXXXX)" "$build" "max_connections = $((STORM + 20))" \
+    "pg_rdma.max_unauthenticated_sessions = 64"
+pg_cluster_start
+pg_cluster_set_password postgres secret
+pg_cluster_psql -c 'create extension pg_rdma' >/dev/null
+# One process, STORM connections of about 6 descriptors each. Its stderr has
+# a fallback warning per session that went to TCP.
+out=$(ulimit -n 4096 && ulimit -l unlimited &&
+      pg_cluster_client "$pgrdma" "$crowd" "dbname=postgres with_rsocket=true" "$STORM" 2>"$PG_CLUSTER_WORK/storm.err") ||
+    fail "the storm of $STORM: $out; stderr: $(sort "$PG_CLUSTER_WORK/storm.err" | uniq -c | head -5)"
+echo "$out" | sed 's/^/    /'
+echo "    fallback warnings: $(sort "$PG_CLUSTER_WORK/storm.err" | uniq -c | head -3)"
+grep -q "^connected=$STORM .* failed=0" <<<"$out" || fail "not every one of $STORM connected: $out"
+grep -q 'terminated by signal' "$(pg_cluster_log)" && fail "a backend crashed"
+echo "ok: a storm of $STORM with_rsocket=true connections at once: all connected ($(head -1 <<<"$out"))"
+pg_cluster_stop
+
+# 2. Strangers at a capped server whose pg_hba.conf rejects them.
+PG_CLUSTER_PORT=54421
+pg_cluster_init "$(mktemp -d /tmp/pg_rdma-strangers.XXXXXX)" "$build" "max_connections = $((STRANGERS + 20))" \
+    "pg_rdma.max_unauthenticated_sessions = $CAP" "authentication_timeout = 60s"
+as_pg sed -i "1i host all all $IP/32 reject" "$PG_CLUSTER_DATA/pg_hba.conf"
+pg_cluster_start
+pg_cluster_set_password postgres secret
+log=$(pg_cluster_log)
+postmaster=$(head -1 "$PG_CLUSTER_DATA/postmaster.pid")
+# Pinned memory (VmPin, kB) of the postmaster's children now.
+pinned_kb() {
+    local sum=0 pid kb
+    for pid in $(pgrep -P "$postmaster"); do
+        kb=$(awk '/^VmPin:/ {print $2}' "/proc/$pid/status" 2>/dev/null) || kb=0
+        sum=$((sum + ${kb:-0}))
+    done
+    echo "$sum"
+}
+before=$(pinned_kb)
+pids=()
+for i in $(seq "$STRANGERS"); do
+    "$probe" "$IP" "$PG_CLUSTER_PORT" prefer "$HOLD_S" >"$PG_CLUSTER_WORK/stranger.$i" 2>&1 &
+    pids+=($!)
+done
+# Every stranger has its answer (rdma, or tcp after the decline).
+answered() { [ "$(cat "$PG_CLUSTER_WORK"/stranger.* 2>/dev/null | grep -c '^rdma:\|^tcp:')" -ge "$STRANGERS" ]; }
+wait_for 120 answered || fail "not every stranger was answered: $(cat "$PG_CLUSTER_WORK"/stranger.* | sort | uniq -c)"
+rdma=$(cat "$PG_CLUSTER_WORK"/stranger.* | grep -c '^rdma:' || true)
+tcp=$(cat "$PG_CLUSTER_WORK"/stranger.* | grep -c '^tcp:' || true)
+peak=$(pinned_kb)
+per_session_kb=388  # rx_buffer_size 256 kB + 128 kB staging + control slots (README)
+echo "    strangers: $rdma on RDMA, $tcp declined; backends pin $((peak - before)) kB (cap: $CAP x $per_session_kb kB)"
+[ "$rdma" -le "$CAP" ] || fail "$rdma strangers got a queue pair, over max_unauthenticated_sessions = $CAP"
+[ "$rdma" -ge 1 ] || fail "no stranger got RDMA: the cap should admit $CAP"
+[ $((rdma + tcp)) -eq "$STRANGERS" ] || fail "strangers: $rdma rdma + $tcp tcp != $STRANGERS"
+[ $((peak - before)) -le $(((CAP + 1) * per_session_kb)) ] ||
+    fail "the backends pin $((peak - before)) kB for $rdma strangers, over the cap's $((CAP * per_session_kb)) kB"
+lines=$(grep -c 'pg_rdma: declined .* RDMA upgrade(s) since the last such line' "$log" || true)
+[ "$lines" -ge 1 ] || fail "no log line for the declined strangers"
+[ "$lines" -le 5 ] || fail "$lines log lines for $tcp declines: not rate-limited"
+grep -q 'DETAIL:  .*pg_rdma.max_unauthenticated_sessions' "$log" || fail "the decline's DETAIL does not name the cap"
+echo "ok: $STRANGERS strangers at a server capped at $CAP: $rdma on RDMA, $tcp declined, $((peak - before)) kB pinned, $lines log line(s)"
+for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+wait 2>/dev/null || true
+# Their places are given back (the backends end at the client's close or
+# at authentication_timeout): a real client gets RDMA again.
+as_pg sed -i "1d" "$PG_CLUSTER_DATA/pg_hba.conf"
+pg_cluster_psql -c 'select pg_reload_conf()' >/dev/null
+pg_cluster_psql -c 'create extension pg_rdma' >/dev/null
+me="select transport from pg_stat_rdma where pid = pg_backend_pid()"
+on_rdma() { [ "$(pg_cluster_client "$pgrdma" psql -X -At -d "dbname=postgres with_rsocket=true" -c "$me" 2>/dev/null)" = rdma ]; }
+wait_for 90 on_rdma || fail "after the strangers left, a client did not get RDMA: $(pg_cluster_client "$pgrdma" psql -X -At -d "dbname=postgres with_rsocket=require" -c "$me" 2>&1)"
+grep -q 'terminated by signal' "$log" && fail "a backend crashed"
+echo "ok: after the strangers left, sessions get RDMA again"
