@@ -45,7 +45,11 @@ constexpr int kMsPerSecond = 1000;
 // A backend's RDMA setup runs before authentication, under PostgreSQL's
 // authentication_timeout (which ends the backend, not the setup). One that
 // fails must leave the session at least as long again to authenticate on
-// TCP: connect_timeout may take half of authentication_timeout at most.
+// TCP: connect_timeout may take half of authentication_timeout at most (a
+// value set above that stops the server; the default is shortened). The
+// server's waits for a client that stalls on purpose can add up to three
+// connect_timeouts (the setup, the handshake's extension, the wait for
+// its first bytes); authentication_timeout then ends that backend.
 constexpr int kAuthenticationShare = 2;
 int connect_timeout_limit_ms() { return AuthenticationTimeout * (kMsPerSecond / kAuthenticationShare); }
 
@@ -161,14 +165,16 @@ transport::Settings settings_from_gucs() {
     // raised busy_poll keeps a fixed spin of that length, as before the
     // ceiling was a parameter.
     s.busy_poll_max = std::max(std::chrono::microseconds{busy_poll_max_us}, s.busy_poll);
-    // authentication_timeout may have been lowered by a reload since the
-    // check at startup: the setup keeps within it all the same.
+    // Left at its default, or with authentication_timeout lowered by a
+    // reload since the check at startup: the setup keeps within it.
     s.connect_timeout = transport::Millis{std::min(connect_timeout_ms, connect_timeout_limit_ms())};
     return s;
 }
 
 std::string_view settings_gucs_problem() {
-    if (connect_timeout_ms > connect_timeout_limit_ms()) {
+    // Only a value someone set is refused; the default yields (above).
+    const bool set_explicitly = connect_timeout_ms != static_cast<int>(kDefaults.connect_timeout.count());
+    if (set_explicitly && connect_timeout_ms > connect_timeout_limit_ms()) {
         static char problem[256];
         snprintf(problem, sizeof problem,
                  "connect_timeout (%d ms) must be at most half of PostgreSQL's authentication_timeout (%d s): a "

@@ -23,7 +23,7 @@ namespace pg_rdma::server {
 namespace {
 
 constexpr const char* kShmemName = "pg_rdma unauthenticated sessions";
-constexpr int kDefaultMaxSessions = 64;
+constexpr int kSessionsAsMaxConnections = -1;  // the default: as many as max_connections
 constexpr int kMaxMaxSessions = 100'000;
 constexpr int kDefaultMaxMemoryKiB = 1024 * 1024;  // 1 GB
 constexpr int kBytesPerKiB = 1024;
@@ -32,12 +32,13 @@ constexpr long kDeclineLogIntervalSeconds = 10;
 // place older than twice that is a leftover whatever its pid says.
 constexpr int kStaleAfterAuthenticationTimeouts = 2;
 
-int max_sessions = kDefaultMaxSessions;
+int max_sessions = kSessionsAsMaxConnections;
 int max_memory_kib = kDefaultMaxMemoryKiB;
 
 // Who holds a place and since when, in one word so that a claim and its
 // time change together: the holder's pid in the high half, the claim's
-// time (Unix seconds) in the low half; 0 when free.
+// time (seconds of CLOCK_MONOTONIC, one clock for every process and never
+// stepped) in the low half; 0 when free.
 struct Place {
     pg_atomic_uint64 holder;
     pg_atomic_uint64 pinned;  // bytes
@@ -46,8 +47,14 @@ struct Place {
 constexpr int kPidShift = 32;
 constexpr std::uint64_t kSecondsMask = 0xFFFF'FFFFull;
 
-std::uint64_t holder_word(pid_t pid, std::int64_t unix_seconds) {
-    return (static_cast<std::uint64_t>(pid) << kPidShift) | (static_cast<std::uint64_t>(unix_seconds) & kSecondsMask);
+std::uint64_t holder_word(pid_t pid, std::int64_t seconds) {
+    return (static_cast<std::uint64_t>(pid) << kPidShift) | (static_cast<std::uint64_t>(seconds) & kSecondsMask);
+}
+
+std::int64_t monotonic_seconds() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<std::int64_t>(ts.tv_sec);
 }
 pid_t holder_pid(std::uint64_t word) { return static_cast<pid_t>(word >> kPidShift); }
 std::int64_t holder_since(std::uint64_t word) { return static_cast<std::int64_t>(word & kSecondsMask); }
@@ -67,21 +74,26 @@ shmem_startup_hook_type prev_shmem_startup_hook = nullptr;
 
 Size gate_size(int count) { return add_size(sizeof(Gate), mul_size(static_cast<Size>(count), sizeof(Place))); }
 
+// Known once the configuration is read (in the postmaster, before shared
+// memory): a pool may open as many sessions at once as PostgreSQL admits.
+int place_count() { return max_sessions == kSessionsAsMaxConnections ? MaxConnections : max_sessions; }
+
 void request_shmem() {
     if (prev_shmem_request_hook != nullptr) prev_shmem_request_hook();
-    RequestAddinShmemSpace(gate_size(max_sessions));
+    RequestAddinShmemSpace(gate_size(place_count()));
 }
 
 void startup_shmem() {
     if (prev_shmem_startup_hook != nullptr) prev_shmem_startup_hook();
     LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
     bool found = false;
-    gate = static_cast<Gate*>(ShmemInitStruct(kShmemName, gate_size(max_sessions), &found));
+    const int count = place_count();
+    gate = static_cast<Gate*>(ShmemInitStruct(kShmemName, gate_size(count), &found));
     if (!found) {
-        gate->count = max_sessions;
+        gate->count = count;
         pg_atomic_init_u64(&gate->last_logged, 0);
         pg_atomic_init_u64(&gate->declined_since, 0);
-        for (int i = 0; i < max_sessions; ++i) {
+        for (int i = 0; i < count; ++i) {
             Place& p = gate->places()[i];
             pg_atomic_init_u64(&p.holder, 0);
             pg_atomic_init_u64(&p.pinned, 0);
@@ -95,8 +107,9 @@ std::uint64_t max_memory_bytes() { return static_cast<std::uint64_t>(max_memory_
 // A holder that is gone, or has held its place past any startup's end.
 bool is_leftover(std::uint64_t holder, std::int64_t now_seconds) {
     const std::int64_t stale_after = static_cast<std::int64_t>(AuthenticationTimeout) * kStaleAfterAuthenticationTimeouts;
+    // Both in the low 32 bits of the same clock: the difference mod 2^32.
     const std::int64_t held = (now_seconds - holder_since(holder)) & static_cast<std::int64_t>(kSecondsMask);
-    if (held > stale_after) return true;
+    if (held > stale_after && held < static_cast<std::int64_t>(kSecondsMask / 2)) return true;
     return kill(holder_pid(holder), 0) != 0 && errno == ESRCH;
 }
 
@@ -135,10 +148,10 @@ void define_setup_gate_gucs() {
     DefineCustomIntVariable("pg_rdma.max_unauthenticated_sessions",
                             "Most RDMA sessions the server holds for clients that have not authenticated yet.",
                             "Counts sessions from their RDMA setup until authentication ends. A client over "
-                            "the limit is declined and continues on TCP.",
+                            "the limit is declined and continues on TCP. -1: max_connections.",
                             &max_sessions,
                             max_sessions,
-                            1,
+                            kSessionsAsMaxConnections,
                             kMaxMaxSessions,
                             PGC_POSTMASTER,
                             0,
@@ -181,7 +194,7 @@ bool enter_setup_gate(std::uint64_t pinned_bytes, GateRefusal& refusal) {
     if (gate == nullptr) return true;  // not preloaded: no session reaches here
     if (my_place != nullptr) return true;
     const TimestampTz now = GetCurrentTimestamp();
-    const std::int64_t now_seconds = static_cast<std::int64_t>(time(nullptr));
+    const std::int64_t now_seconds = monotonic_seconds();
     (void)sweep(now_seconds);
     const std::uint64_t mine = holder_word(MyProcPid, now_seconds);
     for (int i = 0; i < gate->count && my_place == nullptr; ++i) {
@@ -192,7 +205,8 @@ bool enter_setup_gate(std::uint64_t pinned_bytes, GateRefusal& refusal) {
     if (my_place == nullptr) {
         char why[160];
         snprintf(why, sizeof why,
-                 "%d sessions are in RDMA setup or not yet authenticated (pg_rdma.max_unauthenticated_sessions)",
+                 "%d sessions are in RDMA setup or not yet authenticated (pg_rdma.max_unauthenticated_sessions; "
+                 "-1 is max_connections)",
                  gate->count);
         refuse(refusal, now, why);
         return false;

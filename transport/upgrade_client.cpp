@@ -72,7 +72,7 @@ bool tcp_timed_out(Deadline deadline, Error& err) {
 // while TCP to the same address works: almost always a firewall.
 constexpr const char* kSilentPeerHint =
     "; nothing came back from the server's RDMA port: check that RoCE v2 (UDP port 4791) is not blocked by a "
-    "firewall on either host or between them";
+    "firewall on either host or between them (or the server was too busy to answer in time)";
 
 }  // namespace
 
@@ -109,7 +109,10 @@ StepStatus ClientUpgrade::receive_reply() {
         switch (reply_[0]) {
             case protocol::kReplyAccept: break;
             case protocol::kReplyDecline:
-                fail(err, ECONNREFUSED, "the server declined RDMA for this session (its log says why)");
+                fail(err, ECONNREFUSED,
+                     "the server declined RDMA for this session (its log says why: no RDMA device on that address, "
+                     "its memlock limit, or its caps on sessions not yet authenticated, "
+                     "pg_rdma.max_unauthenticated_sessions and _memory)");
                 return fall_back(UpgradeOutcome::TcpSame, std::move(err));
             case protocol::kReplyError:
                 fail(err, EPROTONOSUPPORT,

@@ -3,6 +3,7 @@
 // then an Acceptor, while the TCP socket tells whether the client gave up.
 #include <poll.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "transport/acceptor.hpp"
@@ -50,7 +51,9 @@ void ServerUpgrade::prepare_reply() {
     protocol::Nonce nonce{};
     if (open_endpoint(nonce, err)) {
         protocol::RdmaEndpoint endpoint = describe_endpoint(listener_->local_address(), nonce);
-        endpoint.setup_budget = protocol::encode_setup_budget(static_cast<std::uint64_t>(ms_until(deadline_)));
+        // At least 1 ms: 0 would say "not said", letting the client wait its own.
+        endpoint.setup_budget =
+            protocol::encode_setup_budget(static_cast<std::uint64_t>(std::max(ms_until(deadline_), 1)));
         reply_ = protocol::encode_upgrade_accept(endpoint);
         reply_size_ = reply_.size();
         return;
@@ -108,6 +111,9 @@ StepStatus ServerUpgrade::await_client() {
         case StepStatus::Done:
             confirming_ = acceptor_->take_connection();
             acceptor_.reset();
+            // The accepted id left the listener's channel: nothing more is
+            // to come from the listener, which would queue requests unseen.
+            listener_.reset();
             confirm_deadline_ = SetupClock::now() + settings_.connect_timeout;
             stage_ = Stage::Confirming;
             return confirm();
@@ -157,6 +163,8 @@ StepStatus ServerUpgrade::confirm() {
         result_.connection = std::move(confirming_);
         return finish(UpgradeOutcome::Rdma, {});
     }
+    // fd() turns readable for what this names (want() waits on it).
+    (void)confirming_->set_interest(POLLIN | POLLRDHUP);
     return StepStatus::InProgress;
 }
 
@@ -185,8 +193,6 @@ Want ServerUpgrade::want() const noexcept {
         case Stage::Replying: return Want::one(fd_, POLLOUT);
         case Stage::AwaitingClient: return Want::plus(acceptor_->want(), fd_, POLLIN);
         case Stage::Confirming:
-            // fd() turns readable for what set_interest() names.
-            (void)confirming_->set_interest(POLLIN | POLLRDHUP);
             if (tcp_closed_) return Want::one(confirming_->fd(), POLLIN);
             return Want::plus(Want::one(confirming_->fd(), POLLIN), fd_, POLLIN);
         case Stage::Done: break;

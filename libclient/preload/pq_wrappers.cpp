@@ -155,8 +155,10 @@ __attribute__((visibility("default"))) PostgresPollingStatusType PQconnectPoll(P
         // with it, then tries the next or fails). Holding it back would
         // spin its loop on an expired deadline.
         const bool abandoning = libpq().PQstatus(conn) == CONNECTION_NEEDED;
-        if (SocketEntry* entry = abandoning ? nullptr : SocketTable::instance().find(fd))
-            if (auto answer = drive(conn, fd, *entry, failure)) return *answer;
+        if (SocketEntry* entry = SocketTable::instance().find(fd)) {
+            if (abandoning) failure = abandoned_by_libpq(*entry);
+            else if (auto answer = drive(conn, fd, *entry, failure)) return *answer;
+        }
         PostgresPollingStatusType status;
         const char* refusal = nullptr;
         {

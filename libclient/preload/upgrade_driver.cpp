@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <algorithm>
 #include <optional>
 
 #include "libclient/conninfo/connect_timeout.hpp"
@@ -45,22 +46,31 @@ std::optional<long> libpq_connect_timeout(PGconn* conn) {
     return seconds;
 }
 
+// libpq 15 counts connect_timeout in whole seconds of time(): its deadline
+// can come up to a second before N seconds on our clock have passed.
+constexpr transport::Millis kLibpqRounding{1000};
+
 // The upgrade of one attempt, started when its TCP connect completed.
 // Waiting for the server's reply is the server starting its backend, which
-// the same session on TCP would wait for too: libpq's own connect_timeout
-// (or none) bounds it, as it bounds TCP. The RDMA setup after the reply
-// gets the transport's budget, or with a connect_timeout as much of it as
-// the mode leaves (require: all of it, counted from libpq's connect();
-// prefer: half, so that a fallback leaves libpq the other half for the
-// session on TCP), and never more than the server's (the reply says).
+// the same session on TCP would wait for too. Without libpq's
+// connect_timeout nothing bounds it, as nothing bounds TCP's wait. With
+// connect_timeout N, the mode decides: require has nothing to fall back
+// to, so the upgrade gets N (less libpq's rounding) and libpq's own timeout
+// ends it; true gets half of N for the reply and the RDMA setup together,
+// so that a fallback (a fresh TCP connection when the reply is late, the
+// same one otherwise) leaves libpq the other half for the session on TCP.
+// The RDMA setup never gets more than the transport's default or the
+// server's budget (the reply says).
 std::unique_ptr<transport::ClientUpgrade> start_upgrade(PGconn* conn, int fd, const SocketEntry& entry) {
     transport::Settings settings;
     transport::ClientUpgrade::Limits limits{transport::Deadline::max()};
     if (const auto seconds = libpq_connect_timeout(conn)) {
-        auto budget = std::chrono::duration_cast<transport::Millis>(std::chrono::seconds{*seconds});
-        if (entry.mode == transport::Mode::Prefer) budget /= 2;
-        settings.connect_timeout = budget;
+        const auto whole = std::chrono::duration_cast<transport::Millis>(std::chrono::seconds{*seconds});
+        const bool require = entry.mode == transport::Mode::Require;
+        const transport::Millis budget = require ? std::max(whole - kLibpqRounding, kLibpqRounding) : whole / 2;
+        settings.connect_timeout = std::min(settings.connect_timeout, budget);
         limits.rdma_latest = entry.armed + budget;
+        if (!require) limits.reply = limits.rdma_latest;
     }
     return std::make_unique<transport::ClientUpgrade>(fd, entry.mode, settings,
                                                       transport::TcpIo{libc().send, libc().recv}, limits);
@@ -173,6 +183,21 @@ std::optional<PostgresPollingStatusType> finish_upgrade(PGconn* conn, int fd, So
 }
 
 }  // namespace
+
+std::string abandoned_by_libpq(const SocketEntry& entry) {
+    if (entry.state != SocketState::Upgrading || !entry.upgrade) return {};
+    const auto stage = entry.upgrade->stage();
+    std::string line = entry.mode == transport::Mode::Require ? "with_rsocket=require: RDMA is not possible: "
+                                                              : "with_rsocket=true: ";
+    line += "libpq's connect_timeout expired while ";
+    line += transport::to_string(stage);
+    if (stage == transport::ClientUpgrade::Stage::AwaitingReply)
+        line += " (the server's backend did not answer: an overloaded server?)";
+    else if (stage == transport::ClientUpgrade::Stage::Connecting)
+        line += " (if the server's RDMA port never answers, check that RoCE v2, UDP port 4791, is not blocked)";
+    line += '\n';
+    return line;
+}
 
 bool arm(int fd, const sockaddr* addr, socklen_t len, conninfo::RsocketPolicy policy) {
     if (addr == nullptr || len > sizeof(sockaddr_storage)) return false;

@@ -33,6 +33,11 @@ namespace pg_rdma::client {
 // high, memory): then `reason` says why, for require to fail on.
 bool arm(int fd, const sockaddr* addr, socklen_t len, conninfo::RsocketPolicy policy);
 
+// The line for PQerrorMessage when libpq's own connect_timeout ends an
+// attempt whose upgrade is still under way ("" when none is): which stage
+// it was in, and what to check.
+std::string abandoned_by_libpq(const SocketEntry& entry);
+
 // See above. `failure` gets a line for PQerrorMessage when the attempt is
 // made to fail (require); the wrapper appends it after libpq's own line.
 std::optional<PostgresPollingStatusType> drive(PGconn* conn, int fd, SocketEntry& entry, std::string& failure);

@@ -18,10 +18,11 @@ ClientAuthentication_hook_type previous_hook = nullptr;
 // PostgreSQL reports its outcome. A failed one gets no row: its FATAL
 // follows at once.
 void on_client_authenticated(Port* port, int status) {
-    if (previous_hook != nullptr) previous_hook(port, status);
     // Authenticated or about to be refused: either way no longer a
-    // stranger holding RDMA resources.
+    // stranger holding RDMA resources (given back before a previous hook
+    // such as auth_delay makes a failed login wait).
     leave_setup_gate();
+    if (previous_hook != nullptr) previous_hook(port, status);
     if (status == STATUS_OK) claim_pending_row();
 }
 

@@ -26,7 +26,8 @@ pair_require
 
 readonly PORT=54510 PASSWORD=pair-test-secret
 readonly SERVER_CONNECT_TIMEOUT=5s   # pg_rdma.connect_timeout (default 10s)
-readonly BOUND_S=40                  # an attempt that ends within this is bounded
+BOUND_S=40                           # an attempt that ends within this is bounded; set from the baseline below
+readonly SLACK_S=6                   # past the baseline and the server's connect_timeout: teardown, a slow guest
 readonly CALL_LIMIT_S=60             # timeout(1) around each client call
 readonly READY_WAIT_S=400            # client: for the server (initdb may be uncached)
 readonly END_WAIT_S=700              # server: for the client's side to end
@@ -194,6 +195,10 @@ client() {
     echo "== baseline: RDMA across the link"
     call "$conn with_rsocket=require"
     expect_session "baseline with_rsocket=require across the link" rdma
+    # A fallen-back attempt costs a session (the baseline) plus at most the
+    # server's connect_timeout, which the client never outwaits.
+    BOUND_S=$(awk -v w="$WALL" -v t="${SERVER_CONNECT_TIMEOUT%s}" -v s="$SLACK_S" 'BEGIN { printf "%d", w + t + s + 0.999 }')
+    echo "   bound for a fallen-back attempt: ${BOUND_S} s"
 
     echo
     echo "== incoming RoCE v2 (udp dport $ROCE_V2_PORT) dropped on $RXE_HOST's INPUT chain; TCP open"
@@ -227,6 +232,8 @@ client() {
             within_bound || { failed "(c) with_rsocket=require failed but took ${WALL} s, not under ${BOUND_S} s"; bad=1; }
             grep -q 'with_rsocket' "$work/err" ||
                 { failed "(c) with_rsocket=require failed without saying RDMA was the reason: $(err_line)"; bad=1; }
+            grep -q 'UDP port 4791' "$work/err" ||
+                { failed "(c) with_rsocket=require did not say what to check (UDP port 4791): $(err_line)"; bad=1; }
             [ "$bad" = 1 ] || ok "(c) with_rsocket=require failed in ${WALL} s: $(err_line)"
         fi
 

@@ -110,10 +110,24 @@ within $((base + 4 + SLACK_S)) || fail "require took ${wall} s to fail"
 cheap || fail "the client used ${cpu} s of CPU in ${wall} s (a plain session: ${base_cpu} s in ${base_wall} s): a busy loop"
 echo "ok: with_rsocket=require connect_timeout=4 and a silent RDMA peer: fails in ${wall} s naming UDP port 4791"
 
-# 4. A server that never answers the request: what a silent TCP server costs.
-attempt hang "$HANG_PORT" "with_rsocket=true connect_timeout=3"
-[ "$rc" != 0 ] || fail "a server that never answered was connected to"
-[ "$(expired_count hang)" = 1 ] || fail "'timeout expired' $(expired_count hang) times, not once: $(cat "$work/hang.err")"
+# 4. A server that never answers the request (a backend that hangs before
+#    replying): true with connect_timeout=6 gives the reply half of it, then
+#    connects afresh without asking (the relay serves such a client);
+#    require waits for libpq's own timeout and says what it was waiting for.
+attempt hang_true "$HANG_PORT" "with_rsocket=true connect_timeout=6"
+[ "$rc" = 0 ] && [ "$(cat "$work/hang_true.out")" = 42 ] ||
+    fail "with_rsocket=true did not land on TCP when the reply never came"
+grep -q 'did not answer the RDMA upgrade request' "$work/hang_true.err" || fail "the warning does not say the reply never came"
+[ "$(expired_count hang_true)" = 0 ] || fail "libpq's timeout expired"
+within $((base + 6 + SLACK_S)) || fail "took ${wall} s"
+cheap || fail "the client used ${cpu} s of CPU in ${wall} s (a plain session: ${base_cpu} s in ${base_wall} s): a busy loop"
+echo "ok: with_rsocket=true connect_timeout=6 and a server that never replies: on a fresh TCP connection in ${wall} s"
+attempt hang_require "$HANG_PORT" "with_rsocket=require connect_timeout=3"
+[ "$rc" != 0 ] || fail "require connected to a server that never answered"
+[ "$(expired_count hang_require)" = 1 ] ||
+    fail "'timeout expired' $(expired_count hang_require) times, not once: $(cat "$work/hang_require.err")"
+grep -q "libpq's connect_timeout expired while awaiting the reply" "$work/hang_require.err" ||
+    fail "require's error does not say what it was waiting for"
 within $((base + 3 + SLACK_S)) || fail "took ${wall} s"
 cheap || fail "the client used ${cpu} s of CPU in ${wall} s (a plain session: ${base_cpu} s in ${base_wall} s): a busy loop"
-echo "ok: a server that never answers the upgrade request: libpq's own timeout, once (${wall} s, ${cpu} s CPU)"
+echo "ok: with_rsocket=require and a server that never replies: libpq's own timeout, once, with the stage (${wall} s)"

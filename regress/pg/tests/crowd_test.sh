@@ -27,8 +27,7 @@ fail() { echo "FAIL: $*"; echo "--- server log (tail):"; tail -30 "$(pg_cluster_
 
 # 1. The storm.
 PG_CLUSTER_PORT=54420
-pg_cluster_init "$(mktemp -d /tmp/pg_rdma-crowd.XXXXXX)" "$build" "max_connections = $((STORM + 20))" \
-    "pg_rdma.max_unauthenticated_sessions = 64"
+pg_cluster_init "$(mktemp -d /tmp/pg_rdma-crowd.XXXXXX)" "$build" "max_connections = $((STORM + 20))"
 pg_cluster_start
 pg_cluster_set_password postgres secret
 pg_cluster_psql -c 'create extension pg_rdma' >/dev/null
@@ -40,6 +39,7 @@ out=$(ulimit -n 4096 && ulimit -l unlimited &&
 echo "$out" | sed 's/^/    /'
 echo "    fallback warnings: $(sort "$PG_CLUSTER_WORK/storm.err" | uniq -c | head -3)"
 grep -q "^connected=$STORM .* failed=0" <<<"$out" || fail "not every one of $STORM connected: $out"
+grep -q "^connected=$STORM rdma=[1-9]" <<<"$out" || fail "no session of the storm got RDMA: $out"
 grep -q 'terminated by signal' "$(pg_cluster_log)" && fail "a backend crashed"
 echo "ok: a storm of $STORM with_rsocket=true connections at once: all connected ($(head -1 <<<"$out"))"
 pg_cluster_stop

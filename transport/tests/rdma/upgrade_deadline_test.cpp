@@ -1,6 +1,8 @@
-// The upgrade is bounded on either side: a peer that stalls at any point
-// costs the server one connect_timeout, never a fresh timeout per stage
-// (it used to wait up to twice connect_timeout); the client waits for the
+// The upgrade is bounded on either side: a peer that stalls before the
+// server has sent its side of the handshake costs the server one
+// connect_timeout, never a fresh timeout per stage (it used to wait up to
+// twice connect_timeout; later stalls get one extension each, tcp_upgrade.hpp,
+// which these tests do not reach); the client waits for the
 // reply (the server's startup, which TCP would wait for too) and then
 // gives the RDMA setup its connect_timeout, or the server's advertised
 // budget when that is less, so that it never waits longer than the server.
