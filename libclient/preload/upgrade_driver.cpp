@@ -157,9 +157,16 @@ std::optional<PostgresPollingStatusType> finish_upgrade(PGconn* conn, int fd, So
     switch (result.outcome) {
         case UpgradeOutcome::Rdma:
             if (const int e = take_over(fd, entry, std::move(result.connection)); e != 0) {
+                // Out of descriptors, say. The connection is gone with the
+                // failed take-over, and nothing has been said on it: the
+                // server, waiting for our first bytes, follows us to TCP.
                 const std::string why = std::string("could not move the session onto RDMA: ") + std::strerror(e);
-                // The upgrade took the TCP connection; nothing to fall back on.
-                fail_attempt(entry, e, why, failure);
+                if (entry.mode == transport::Mode::Require) {
+                    fail_attempt(entry, e, why, failure);
+                } else {
+                    warn_fallback(conn, why);
+                    SocketTable::instance().take(fd);
+                }
             }
             return std::nullopt;
         case UpgradeOutcome::TcpSame:
@@ -189,7 +196,7 @@ std::string abandoned_by_libpq(const SocketEntry& entry) {
     const auto stage = entry.upgrade->stage();
     std::string line = entry.mode == transport::Mode::Require ? "with_rsocket=require: RDMA is not possible: "
                                                               : "with_rsocket=true: ";
-    line += "libpq's connect_timeout expired while ";
+    line += "libpq's connect_timeout ran out while ";
     line += transport::to_string(stage);
     if (stage == transport::ClientUpgrade::Stage::AwaitingReply)
         line += " (the server's backend did not answer: an overloaded server?)";

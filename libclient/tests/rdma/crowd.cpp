@@ -10,6 +10,7 @@
 // libpq's message. Exit 0 only when every connection was made.
 #include <libpq-fe.h>
 #include <poll.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -48,6 +49,13 @@ int main(int argc, char** argv) {
         return 2;
     }
     const int n = std::atoi(argv[2]);
+    // As a pool sized for this many connections is run: descriptors up to
+    // the hard limit (an RDMA session holds about six).
+    rlimit files{};
+    if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+        files.rlim_cur = files.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &files);
+    }
     std::vector<Attempt> attempts(static_cast<std::size_t>(n));
     const auto start = Clock::now();
     for (Attempt& a : attempts) {

@@ -126,7 +126,7 @@ attempt hang_require "$HANG_PORT" "with_rsocket=require connect_timeout=3"
 [ "$rc" != 0 ] || fail "require connected to a server that never answered"
 [ "$(expired_count hang_require)" = 1 ] ||
     fail "'timeout expired' $(expired_count hang_require) times, not once: $(cat "$work/hang_require.err")"
-grep -q "libpq's connect_timeout expired while awaiting the reply" "$work/hang_require.err" ||
+grep -q "libpq's connect_timeout ran out while awaiting the reply" "$work/hang_require.err" ||
     fail "require's error does not say what it was waiting for"
 within $((base + 3 + SLACK_S)) || fail "took ${wall} s"
 cheap || fail "the client used ${cpu} s of CPU in ${wall} s (a plain session: ${base_cpu} s in ${base_wall} s): a busy loop"
