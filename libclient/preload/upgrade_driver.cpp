@@ -5,11 +5,11 @@
 #include <netinet/tcp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <memory>
-#include <algorithm>
 #include <optional>
 
 #include "libclient/conninfo/connect_timeout.hpp"

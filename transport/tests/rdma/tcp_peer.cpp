@@ -109,14 +109,35 @@ protocol::UpgradeAcceptBytes accept_reply(const sockaddr_in& endpoint, const pro
 
 namespace {
 
-// rxe lists a RoCE v2 GID per IPv4 address as ::ffff:a.b.c.d, in sysfs as
-// "0000:0000:0000:0000:0000:ffff:0a63:0002".
-std::string gid_text(const char* ip) {
-    const sockaddr_in a = ipv4(ip);
-    const auto* b = reinterpret_cast<const std::uint8_t*>(&a.sin_addr);
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x", b[0], b[1], b[2], b[3]);
-    return buf;
+bool is_ipv6(const std::string& ip) { return ip.find(':') != std::string::npos; }
+
+// rxe lists a RoCE v2 GID per address of its netdev, in sysfs as eight
+// groups of four hex digits: an IPv6 address as it is, an IPv4 one as
+// ::ffff:a.b.c.d ("0000:0000:0000:0000:0000:ffff:0a63:0002").
+std::string gid_text(const std::string& ip) {
+    std::uint8_t b[16] = {};
+    if (is_ipv6(ip)) {
+        if (inet_pton(AF_INET6, ip.c_str(), b) != 1) throw std::runtime_error("not an IPv6 address: " + ip);
+    } else {
+        const sockaddr_in a = ipv4(ip.c_str());
+        b[10] = b[11] = 0xff;
+        std::memcpy(b + 12, &a.sin_addr, 4);
+    }
+    std::string text;
+    char group[8];
+    for (int i = 0; i < 16; i += 2) {
+        std::snprintf(group, sizeof group, "%s%02x%02x", i == 0 ? "" : ":", b[i], b[i + 1]);
+        text += group;
+    }
+    return text;
+}
+
+// The `ip` command for an extra address: IPv4 in the guest's /24, IPv6 in a
+// /64 without duplicate detection (usable at once; the netdev has no wire
+// to find a duplicate on).
+std::string addr_command(const std::string& ip, const std::string& verb, const std::string& netdev) {
+    if (is_ipv6(ip)) return "ip -6 addr " + verb + " " + ip + "/64 dev " + netdev + (verb == "add" ? " nodad" : "");
+    return "ip addr " + verb + " " + ip + "/24 dev " + netdev;
 }
 
 bool device_has_gid(const std::string& gid) {
@@ -137,10 +158,10 @@ constexpr auto kGidWait = std::chrono::seconds(10);  // rxe adds GIDs from a wor
 ExtraAddress::ExtraAddress(const char* ip) : ip_(ip) {
     const char* netdev = std::getenv("RXE_NETDEV");
     if (netdev == nullptr) throw std::runtime_error("RXE_NETDEV is not set: run this test in the Soft-RoCE guest");
-    const std::string cmd = "ip addr add " + ip_ + "/24 dev " + netdev;
+    const std::string cmd = addr_command(ip_, "add", netdev);
     if (std::system(cmd.c_str()) != 0) throw std::runtime_error("failed: " + cmd);
     const auto until = std::chrono::steady_clock::now() + kGidWait;
-    while (!device_has_gid(gid_text(ip))) {
+    while (!device_has_gid(gid_text(ip_))) {
         if (std::chrono::steady_clock::now() > until) throw std::runtime_error("rxe has no GID for " + ip_);
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -148,7 +169,7 @@ ExtraAddress::ExtraAddress(const char* ip) : ip_(ip) {
 
 ExtraAddress::~ExtraAddress() {
     const char* netdev = std::getenv("RXE_NETDEV");
-    const std::string cmd = "ip addr del " + ip_ + "/24 dev " + (netdev != nullptr ? netdev : "rxenet0");
+    const std::string cmd = addr_command(ip_, "del", netdev != nullptr ? netdev : "rxenet0");
     (void)std::system(cmd.c_str());
 }
 

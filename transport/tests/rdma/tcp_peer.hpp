@@ -44,8 +44,9 @@ bool request_and_read_accept(int fd, protocol::UpgradeAcceptBytes& reply);
 protocol::UpgradeAcceptBytes accept_reply(const sockaddr_in& endpoint, const protocol::Nonce& nonce,
                                           std::chrono::milliseconds setup_budget = std::chrono::milliseconds{0});
 
-// A second IPv4 address on the rxe netdev (RXE_NETDEV) for as long as this
-// lives; waits until rxe has a GID for it, so rdma_cm can bind it.
+// A second address on the rxe netdev (RXE_NETDEV) for as long as this
+// lives, IPv4 (in the guest's /24) or IPv6 (a /64); waits until rxe has a
+// GID for it, so rdma_cm can bind it.
 class ExtraAddress {
 public:
     explicit ExtraAddress(const char* ip);

@@ -1,11 +1,12 @@
-// The upgrade is bounded on either side: a peer that stalls before the
+// The upgrade is bounded on either side. A peer that stalls before the
 // server has sent its side of the handshake costs the server one
 // connect_timeout, never a fresh timeout per stage (it used to wait up to
-// twice connect_timeout; later stalls get one extension each, tcp_upgrade.hpp,
-// which these tests do not reach); the client waits for the
-// reply (the server's startup, which TCP would wait for too) and then
-// gives the RDMA setup its connect_timeout, or the server's advertised
-// budget when that is less, so that it never waits longer than the server.
+// twice connect_timeout); later stalls get one extension each
+// (tcp_upgrade.hpp), and the last case here is the wait for a silent
+// client's first bytes. The client waits for the reply (the server's
+// startup, which TCP would wait for too), then gives the RDMA setup its
+// connect_timeout, or the server's advertised budget when that is less, so
+// that it never waits longer than the server.
 #include <catch2/catch.hpp>
 
 #include <rdma/rdma_cma.h>
@@ -13,6 +14,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -92,6 +94,37 @@ bool connect_at_and_stay_silent(const sockaddr_in& dst, const protocol::Nonce& n
     param.rnr_retry_count = 7;
     std::this_thread::sleep_until(connect_at);
     return rdma_connect(id, &param) == 0;
+}
+
+// A real rdma_cm endpoint that never accepts: a client's connection request
+// reaches it and gets no answer. The reply naming it, with `budget`.
+struct SilentEndpoint {
+    std::unique_ptr<transport::Listener> listener;
+    protocol::UpgradeAcceptBytes reply{};
+};
+
+SilentEndpoint silent_endpoint(std::chrono::milliseconds budget = 0ms) {
+    SilentEndpoint e;
+    const sockaddr_in at = rdma_address(0);
+    transport::Error err;
+    e.listener = transport::Listener::create(reinterpret_cast<const sockaddr*>(&at), Settings{}, err);
+    REQUIRE(e.listener);
+    const sockaddr_storage bound = e.listener->local_address();
+    e.reply = accept_reply(*reinterpret_cast<const sockaddr_in*>(&bound), test_nonce(), budget);
+    return e;
+}
+
+// The client side of the tests below: a prefer upgrade, timed, its outcome
+// printed for the log; how long it took.
+double timed_prefer_upgrade(std::uint16_t port, transport::UpgradeResult& result) {
+    const int fd = tcp_connect(port);
+    if (fd < 0) return -1;
+    const auto start = Clock::now();
+    result = transport::upgrade_client(fd, Mode::Prefer, with_timeout());
+    const double took = ms_between(start, Clock::now());
+    std::fprintf(stderr, "client: %s after %.0f ms: %s\n", transport::to_string(result.outcome), took,
+                 result.error.message.c_str());
+    return took;
 }
 
 }  // namespace
@@ -178,13 +211,9 @@ TEST_CASE("a server that replies late and never accepts over RDMA costs the clie
           "[rdma][deadline]") {
     TcpListener tcp;
     PeerProcess client([&]() -> int {
-        const int fd = tcp_connect(tcp.port);
-        if (fd < 0) return 90;
-        const auto start = Clock::now();
-        const auto result = transport::upgrade_client(fd, Mode::Prefer, with_timeout());
-        const double took = ms_between(start, Clock::now());
-        std::fprintf(stderr, "client: %s after %.0f ms: %s\n", transport::to_string(result.outcome), took,
-                     result.error.message.c_str());
+        transport::UpgradeResult result;
+        const double took = timed_prefer_upgrade(tcp.port, result);
+        if (took < 0) return 90;
         if (result.outcome != UpgradeOutcome::TcpSame || result.error.code != ETIMEDOUT) return 91;
         // Timed out at the RDMA stage: the reply came in time.
         if (result.error.message.find("did not answer the RDMA upgrade request") != std::string::npos) return 93;
@@ -195,17 +224,10 @@ TEST_CASE("a server that replies late and never accepts over RDMA costs the clie
     const int fd = tcp.accept_one();
     REQUIRE(read_upgrade_request(fd));
     const auto late = Clock::now() + kLateMove;
-    // A real endpoint, so the client's connection request reaches a
-    // listener, which then never accepts it. Made before the pause, so
-    // that only the reply is late.
-    const sockaddr_in at = rdma_address(0);
-    transport::Error err;
-    auto listener = transport::Listener::create(reinterpret_cast<const sockaddr*>(&at), Settings{}, err);
-    REQUIRE(listener);
-    const sockaddr_storage bound = listener->local_address();
-    const auto reply = accept_reply(*reinterpret_cast<const sockaddr_in*>(&bound), test_nonce());
+    // Made before the pause, so that only the reply is late.
+    const SilentEndpoint endpoint = silent_endpoint();
     std::this_thread::sleep_until(late);
-    REQUIRE(send_fully(fd, reply.data(), reply.size()));
+    REQUIRE(send_fully(fd, endpoint.reply.data(), endpoint.reply.size()));
     CHECK(client.wait() == 0);
     close(fd);
 }
@@ -216,13 +238,9 @@ TEST_CASE("a client gives up on RDMA within the server's advertised budget when 
     static_assert(kServerBudget + kSlack < kTimeout);
     TcpListener tcp;
     PeerProcess client([&]() -> int {
-        const int fd = tcp_connect(tcp.port);
-        if (fd < 0) return 90;
-        const auto start = Clock::now();
-        const auto result = transport::upgrade_client(fd, Mode::Prefer, with_timeout());
-        const double took = ms_between(start, Clock::now());
-        std::fprintf(stderr, "client: %s after %.0f ms: %s\n", transport::to_string(result.outcome), took,
-                     result.error.message.c_str());
+        transport::UpgradeResult result;
+        const double took = timed_prefer_upgrade(tcp.port, result);
+        if (took < 0) return 90;
         if (result.outcome != UpgradeOutcome::TcpSame || result.error.code != ETIMEDOUT) return 91;
         // A silent RDMA peer is named, with what to check.
         if (result.error.message.find("UDP port 4791") == std::string::npos) return 93;
@@ -230,13 +248,8 @@ TEST_CASE("a client gives up on RDMA within the server's advertised budget when 
     });
     const int fd = tcp.accept_one();
     REQUIRE(read_upgrade_request(fd));
-    const sockaddr_in at = rdma_address(0);
-    transport::Error err;
-    auto listener = transport::Listener::create(reinterpret_cast<const sockaddr*>(&at), Settings{}, err);
-    REQUIRE(listener);
-    const sockaddr_storage bound = listener->local_address();
-    const auto reply = accept_reply(*reinterpret_cast<const sockaddr_in*>(&bound), test_nonce(), kServerBudget);
-    REQUIRE(send_fully(fd, reply.data(), reply.size()));
+    const SilentEndpoint endpoint = silent_endpoint(kServerBudget);
+    REQUIRE(send_fully(fd, endpoint.reply.data(), endpoint.reply.size()));
     CHECK(client.wait() == 0);
     close(fd);
 }
@@ -264,4 +277,34 @@ TEST_CASE("a server that never replies makes a prefer client reconnect on plain 
         CHECK(client.wait() == 0);  // the server says nothing meanwhile
         close(fd);
     }
+}
+
+// Confirming (tcp_upgrade.hpp): the server's side is complete and waits for
+// the client's first bytes. A client that holds its live connection and
+// says nothing keeps it once a whole connect_timeout has passed: a client
+// that gave up would have let the queue pair go.
+TEST_CASE("a client that completes and says nothing keeps its RDMA session after the server waited one "
+          "connect_timeout for its first bytes",
+          "[rdma][deadline]") {
+    TcpListener tcp;
+    Pipe server_decided;
+    PeerProcess client([&]() -> int {
+        const int fd = tcp_connect(tcp.port);
+        if (fd < 0) return 90;
+        auto result = transport::upgrade_client(fd, Mode::Require, with_timeout());
+        if (result.outcome != UpgradeOutcome::Rdma) return 91;
+        server_decided.recv_u32();  // silent until then
+        const std::uint8_t byte = 42;
+        return write_all(*result.connection, &byte, 1) ? 0 : 92;
+    });
+    transport::UpgradeResult result;
+    const double took = serve_one(tcp, result);
+    INFO(result.error.message << "; took " << took << " ms");
+    REQUIRE(result.outcome == UpgradeOutcome::Rdma);
+    CHECK(took >= ms(kTimeout) - ms(kSlack));
+    server_decided.send_u32(1);
+    std::uint8_t byte = 0;
+    CHECK(read_exact(*result.connection, &byte, 1));
+    CHECK(byte == 42);
+    CHECK(client.wait() == 0);
 }

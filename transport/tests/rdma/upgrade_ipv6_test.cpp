@@ -9,13 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
-#include <stdexcept>
-#include <string>
-#include <thread>
 
 #include "peer_process.hpp"
 #include "tcp_peer.hpp"
@@ -29,47 +23,7 @@ using transport::UpgradeOutcome;
 namespace {
 
 constexpr char kIpv6[] = "fd99::1";  // unique local: never routed off the guest
-constexpr char kIpv6Gid[] = "fd99:0000:0000:0000:0000:0000:0000:0001";
-constexpr auto kGidWait = std::chrono::seconds(10);  // rxe adds GIDs from a workqueue
 constexpr std::uint8_t kByte = 42;
-
-bool device_has(const std::string& gid) {
-    const char* dev = std::getenv("RXE_DEV");
-    const std::string dir = std::string("/sys/class/infiniband/") + (dev != nullptr ? dev : "rxe0") + "/ports/1/gids/";
-    for (int i = 0; i < 32; ++i) {
-        std::ifstream in(dir + std::to_string(i));
-        std::string line;
-        if (in && std::getline(in, line) && line == gid) return true;
-    }
-    return false;
-}
-
-// The address on the rxe netdev for the test's lifetime (nodad: usable at
-// once, no duplicate detection on a device with no wire).
-class Ipv6Address {
-public:
-    Ipv6Address() {
-        const char* netdev = std::getenv("RXE_NETDEV");
-        if (netdev == nullptr) throw std::runtime_error("RXE_NETDEV is not set: run this test in the Soft-RoCE guest");
-        netdev_ = netdev;
-        const std::string cmd = "ip -6 addr add " + std::string(kIpv6) + "/64 dev " + netdev_ + " nodad";
-        if (std::system(cmd.c_str()) != 0) throw std::runtime_error("failed: " + cmd);
-        const auto until = std::chrono::steady_clock::now() + kGidWait;
-        while (!device_has(kIpv6Gid)) {
-            if (std::chrono::steady_clock::now() > until) throw std::runtime_error("rxe has no GID for fd99::1");
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
-    }
-    ~Ipv6Address() {
-        const std::string cmd = "ip -6 addr del " + std::string(kIpv6) + "/64 dev " + netdev_;
-        (void)std::system(cmd.c_str());
-    }
-    Ipv6Address(const Ipv6Address&) = delete;
-    Ipv6Address& operator=(const Ipv6Address&) = delete;
-
-private:
-    std::string netdev_;
-};
 
 sockaddr_in6 ipv6_at(std::uint16_t port) {
     sockaddr_in6 a{};
@@ -82,7 +36,7 @@ sockaddr_in6 ipv6_at(std::uint16_t port) {
 }  // namespace
 
 TEST_CASE("a session between IPv6 addresses upgrades to RDMA over the device's IPv6 GID", "[rdma][ipv6]") {
-    Ipv6Address address;
+    ExtraAddress address(kIpv6);
     const int listener = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
     REQUIRE(listener >= 0);
     sockaddr_in6 at = ipv6_at(0);
