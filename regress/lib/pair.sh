@@ -12,6 +12,11 @@
 #   pair_wait_end SECS        waits until the other side's test has ended
 #                             (run-pair-tests.sh writes HOST.exit then);
 #                             prints its exit status
+#   pair_drop_roce TABLE      drops incoming RoCE v2 (UDP 4791) on this host's
+#                             INPUT chain, TCP untouched, in nftables table
+#                             TABLE (never on OUTPUT: regress/README.md)
+#   pair_allow_roce TABLE     removes that table
+#   pair_list_roce TABLE      prints it, with the count of dropped packets
 #
 # Files: $PG_RDMA_PAIR_DIR/HOST.NAME, written atomically (rename).
 
@@ -65,3 +70,19 @@ pair_wait_end() {
     file=$PG_RDMA_PAIR_DIR/$(_pair_peer).exit
     _pair_wait_file "$file" "$secs" "its end" && cat "$file"
 }
+
+readonly PAIR_ROCE_V2_PORT=4791
+
+pair_drop_roce() {
+    local table=${1:?pair_drop_roce TABLE}
+    timeout 20 nft -f - <<NFT
+table inet $table {
+    chain input {
+        type filter hook input priority 0; policy accept;
+        udp dport $PAIR_ROCE_V2_PORT counter drop
+    }
+}
+NFT
+}
+pair_allow_roce() { timeout 20 nft delete table inet "${1:?pair_allow_roce TABLE}" 2>/dev/null; }
+pair_list_roce() { timeout 20 nft list table inet "${1:?pair_list_roce TABLE}" 2>&1 | sed 's/^/   nft: /'; }

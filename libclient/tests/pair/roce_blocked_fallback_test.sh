@@ -32,7 +32,6 @@ readonly CALL_LIMIT_S=60             # timeout(1) around each client call
 readonly READY_WAIT_S=400            # client: for the server (initdb may be uncached)
 readonly END_WAIT_S=700              # server: for the client's side to end
 readonly NFT_TABLE=pg_rdma_pair_test
-readonly ROCE_V2_PORT=4791
 readonly QUERY="select transport from pg_stat_rdma where pid = pg_backend_pid()"
 
 # ---------------------------------------------------------------- host A
@@ -161,18 +160,9 @@ expect_session() {
     [ "$bad" = 1 ] || ok "$label: query ran, session on $want, ${WALL} s"
 }
 
-rule_on() {
-    timeout 20 nft -f - <<EOF
-table inet $NFT_TABLE {
-    chain input {
-        type filter hook input priority 0; policy accept;
-        udp dport $ROCE_V2_PORT counter drop
-    }
-}
-EOF
-}
-rule_off() { timeout 20 nft delete table inet "$NFT_TABLE" 2>/dev/null; }
-rule_list() { timeout 20 nft list table inet "$NFT_TABLE" 2>&1 | sed 's/^/   nft: /'; }
+rule_on() { pair_drop_roce "$NFT_TABLE"; }
+rule_off() { pair_allow_roce "$NFT_TABLE"; }
+rule_list() { pair_list_roce "$NFT_TABLE"; }
 
 client() {
     local info host port conn
@@ -201,7 +191,7 @@ client() {
     echo "   bound for a fallen-back attempt: ${BOUND_S} s"
 
     echo
-    echo "== incoming RoCE v2 (udp dport $ROCE_V2_PORT) dropped on $RXE_HOST's INPUT chain; TCP open"
+    echo "== incoming RoCE v2 (udp dport $PAIR_ROCE_V2_PORT) dropped on $RXE_HOST's INPUT chain; TCP open"
     if ! rule_on; then
         failed "installing the nftables rule failed; the checks under it are not run"
     else

@@ -22,7 +22,6 @@ readonly STREAM_WAIT_S=90            # for the standby to stream (a TCG guest st
 readonly READY_WAIT_S=400
 readonly END_WAIT_S=700
 readonly NFT_TABLE=pg_rdma_pair_standby
-readonly ROCE_V2_PORT=4791
 
 # ---------------------------------------------------------------- host A
 
@@ -50,17 +49,8 @@ primary() {
 
 # ---------------------------------------------------------------- host B
 
-rule_on() {
-    timeout 20 nft -f - <<NFT
-table inet $NFT_TABLE {
-    chain input {
-        type filter hook input priority 0; policy accept;
-        udp dport $ROCE_V2_PORT counter drop
-    }
-}
-NFT
-}
-rule_off() { timeout 20 nft delete table inet "$NFT_TABLE" 2>/dev/null; }
+rule_on() { pair_drop_roce "$NFT_TABLE"; }
+rule_off() { pair_allow_roce "$NFT_TABLE"; }
 
 standby() {
     local info host port
@@ -85,7 +75,7 @@ standby() {
     as_pg chmod 600 "$PG_CLUSTER_WORK/primary.pgpass"
 
     rule_on || fail "the nftables rule could not be added"
-    echo "standby: incoming RoCE v2 (udp dport $ROCE_V2_PORT) dropped on $RXE_HOST's INPUT chain; TCP open"
+    echo "standby: incoming RoCE v2 (udp dport $PAIR_ROCE_V2_PORT) dropped on $RXE_HOST's INPUT chain; TCP open"
 
     # A base backup over plain TCP, then this host's own addresses and port.
     as_pg rm -rf "$PG_CLUSTER_DATA"
