@@ -102,9 +102,13 @@ inline constexpr std::uint64_t kRingCredits = 1ull << 2;
 // solicited events alone and is not woken by the peer's credit grants or
 // by its own send completions.
 inline constexpr std::uint64_t kSolicitedEvents = 1ull << 3;
+// When the queue pair fails mid-session, both ends move the stream onto the
+// TCP connection they still hold (protocol/failover.hpp) instead of ending it.
+inline constexpr std::uint64_t kTcpFailover = 1ull << 4;
 }  // namespace feature
 inline constexpr std::uint64_t kSupportedFeatures =
-    feature::kKeepalive | feature::kOrderlyClose | feature::kRingCredits | feature::kSolicitedEvents;
+    feature::kKeepalive | feature::kOrderlyClose | feature::kRingCredits | feature::kSolicitedEvents |
+                                                     feature::kTcpFailover;
 inline constexpr std::uint64_t kRequiredFeatures = feature::kOrderlyClose | feature::kRingCredits;
 
 enum class NegotiationStatus : std::uint8_t {

@@ -465,8 +465,26 @@ std::string Connection::device_name() const noexcept {
 int Connection::set_interest(short events) noexcept {
     const Use use(*this);
     if (!use) return -1;
-    stream_->set_interest(events);
+    try {
+        stream_->set_interest(events);
+    } catch (...) {
+        return errno = errno_for_current_exception(), -1;
+    }
     return 0;
+}
+
+int Connection::attach_tcp(int tcp_fd) noexcept {
+    const Use use(*this);
+    if (!use) return -1;
+    return stream_->attach_tcp(tcp_fd) ? 0 : -1;
+}
+
+std::string Connection::failover_reason() const noexcept {
+    try {
+        return stream_ && stream_->failed_over() ? stream_->failover_reason() : std::string();
+    } catch (...) {
+        return {};
+    }
 }
 
 ConnectionStats Connection::stats() const noexcept { return stream_ ? stream_->stats() : ConnectionStats{}; }

@@ -77,6 +77,19 @@
 // exits without closing its socket). It skips a connection another thread is
 // inside at that moment.
 //
+// Failover: when the queue pair fails mid-session (the link down past the
+// retry limit, the device removed) and both ends agreed on it (protocol
+// feature kTcpFailover), the stream moves onto the TCP connection the
+// session was upgraded from (attach_tcp) and carries on: each end says on
+// TCP how much of the other's stream it holds, each resends from there
+// (protocol/failover.hpp). Meanwhile reads deliver what had arrived and
+// writes say EAGAIN; fd() keeps its number. Where that cannot be done
+// without losing or repeating a byte (the peer is gone, an end was
+// closing, a completion the peer never saw freed bytes it lacks), calls
+// fail with the errno and failure_reason() says "RDMA failed (...) and the
+// session could not move onto TCP: ...". An end waits for the peer's
+// answer as long as the keepalive timeout.
+//
 // Threads and signals: one connection belongs to one thread at a time. A
 // call made while another call on the same connection is in progress (a
 // second thread, or a signal handler that interrupted the owner, such as
@@ -145,6 +158,7 @@ struct ConnectionStats {
     std::uint64_t features = 0;         // negotiated
     std::uint32_t keepalive_interval_ms = 0;  // negotiated (meaningful with feature::kKeepalive)
     std::uint32_t keepalive_timeout_ms = 0;
+    bool failed_over = false;           // the queue pair failed and the session went on over TCP
 };
 
 class Connection {
@@ -212,6 +226,16 @@ public:
     int adopt_in_child() noexcept;
     // Why the connection failed, in words for a log line; empty while it works.
     [[nodiscard]] std::string failure_reason() const noexcept;
+    // The TCP connection the session was upgraded from (the upgrade's, both
+    // ends keep it open; not owned): when the queue pair fails mid-session
+    // the stream moves onto it, with no byte lost or repeated, and carries
+    // on (Failover above). The upgrade attaches it; a caller that moves the
+    // socket to another number attaches that one before closing the old.
+    // -1 forgets it. 0, or -1 with errno.
+    int attach_tcp(int tcp_fd) noexcept;
+    // Why RDMA failed, once the session has moved onto TCP; empty before.
+    // stats().failed_over says the same.
+    [[nodiscard]] std::string failover_reason() const noexcept;
 
     // Drains and disconnects every connection this process still owns.
     // Registered with atexit() when the first connection is made; safe to

@@ -57,6 +57,21 @@ bool EventSet::init(int completion_fd, int cm_fd, std::chrono::milliseconds tick
     return true;
 }
 
+bool EventSet::watch_tcp(int fd, std::uint32_t previous, std::uint32_t events) {
+    if (previous == events) return true;
+    if (events == 0) return epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr) == 0 || errno == EBADF;
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.u32 = kTcp;
+    return epoll_ctl(epoll_.get(), previous == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fd, &ev) == 0;
+}
+
+void EventSet::forget_rdma_sources(int completion_fd, int cm_fd) {
+    // Failures mean the descriptor is not there any more: nothing to stop.
+    (void)epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, completion_fd, nullptr);
+    (void)epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, cm_fd, nullptr);
+}
+
 bool EventSet::set_tick(std::chrono::milliseconds tick) {
     const itimerspec spec{to_timespec(tick), to_timespec(tick)};
     return timerfd_settime(timer_.get(), 0, &spec, nullptr) == 0;
@@ -79,7 +94,7 @@ bool EventSet::take_tick() {
 }
 
 int EventSet::ready_sources(int timeout_ms, unsigned& sources) const {
-    constexpr int kSources = 4;
+    constexpr int kSources = 5;
     epoll_event evs[kSources];
     sources = 0;
     const int n = epoll_wait(epoll_.get(), evs, kSources, timeout_ms);
@@ -89,7 +104,7 @@ int EventSet::ready_sources(int timeout_ms, unsigned& sources) const {
 
 unsigned EventSet::pending() const {
     unsigned bits = 0;
-    if (ready_sources(0, bits) < 0) return kCompletion | kCm | kTick | kReady | kUnsure;
+    if (ready_sources(0, bits) < 0) return kCompletion | kCm | kTick | kReady | kTcp | kUnsure;
     return bits;
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 
 #include "transport/error.hpp"
 
@@ -47,6 +48,7 @@ public:
         kTick = 1u << 2,        // the keepalive timer expired
         kReady = 1u << 3,       // set_ready(true) is in force
         kUnsure = 1u << 4,      // the look failed: every source may hold something, or not
+        kTcp = 1u << 5,         // the session's TCP connection (watch_tcp) has an event
     };
 
     // `completion_fd` and `cm_fd` must already be non-blocking.
@@ -58,6 +60,14 @@ public:
     void set_ready(bool ready) {
         if (ready != ready_) change_ready(ready);
     }
+    // Watches `fd` (the session's TCP connection) for `events` (epoll bits;
+    // 0 stops watching it). `previous` is what it was watched for (0: not).
+    // False with errno.
+    bool watch_tcp(int fd, std::uint32_t previous, std::uint32_t events);
+    // Stops watching the completion and rdma_cm channels: the queue pair
+    // failed and the session went onto TCP, and an event left in either
+    // would keep fd() readable for good.
+    void forget_rdma_sources(int completion_fd, int cm_fd);
     // Changes the keepalive tick period (after negotiation); 0 stops it.
     bool set_tick(std::chrono::milliseconds tick);
     // True when the keepalive timer fired since the last call.

@@ -1,4 +1,5 @@
 // Socket-like calls of Stream (see connection.hpp for the contract).
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -28,6 +29,7 @@ Stream::~Stream() = default;
 ssize_t Stream::read(void* buf, std::size_t len) {
     if (closed_) return errno = EBADF, -1;
     if (len == 0) return 0;
+    if (over_tcp()) return tcp_read(buf, len);
     end_hold();
     // Input that the caller's wait has just caught is read without polling
     // again: that poll would find nothing, on the path of every reply.
@@ -46,21 +48,13 @@ ssize_t Stream::read(void* buf, std::size_t len) {
     if (again) progress();
     if (rx_.unread() == 0) {
         if (eof()) return 0;
+        if (error_ != 0 && over_tcp()) return tcp_read(buf, len);
         update_readiness(again ? Arm::kIfIdle : Arm::kNever);  // a sleep point
         errno = error_ != 0 ? error_ : EAGAIN;
         return -1;
     }
     empty_reads_ = 0;
-    auto* out = static_cast<std::uint8_t*>(buf);
-    std::size_t copied = 0;
-    // At most two pieces: up to the ring's end, then from its start.
-    while (copied < len && rx_.unread() > 0) {
-        const auto piece = static_cast<std::uint32_t>(
-            std::min<std::size_t>(len - copied, rx_.contiguous_unread()));
-        std::memcpy(out + copied, link_->rx_ring() + rx_.read_offset(), piece);
-        rx_.consume(piece);
-        copied += piece;
-    }
+    const std::size_t copied = take_from_ring(static_cast<std::uint8_t*>(buf), len);
     stats_.bytes_received += copied;
     if (rx_.announce_due()) credit_update_pending_ = true;
     flush_control();
@@ -74,16 +68,31 @@ ssize_t Stream::read(void* buf, std::size_t len) {
     return static_cast<ssize_t>(copied);
 }
 
+std::size_t Stream::take_from_ring(std::uint8_t* out, std::size_t len) {
+    std::size_t copied = 0;
+    // At most two pieces: up to the ring's end, then from its start.
+    while (copied < len && rx_.unread() > 0) {
+        const auto piece = static_cast<std::uint32_t>(std::min<std::size_t>(len - copied, rx_.contiguous_unread()));
+        std::memcpy(out + copied, link_->rx_ring() + rx_.read_offset(), piece);
+        rx_.consume(piece);
+        copied += piece;
+    }
+    return copied;
+}
+
 ssize_t Stream::writev(const iovec* iov, int iovcnt, bool more) {
     if (closed_) return errno = EBADF, -1;
-    if (error_ != 0) return errno = error_, -1;
-    if (close_queued_ || peer_disconnected_) return errno = EPIPE, -1;
     std::size_t wanted = 0;
     for (int i = 0; i < iovcnt; ++i) wanted += iov[i].iov_len;
+    if (over_tcp()) return wanted == 0 ? 0 : tcp_writev(iov, iovcnt, more);
+    if (error_ != 0) return errno = error_, -1;
+    if (close_queued_ || peer_disconnected_) return errno = EPIPE, -1;
     if (wanted == 0) return 0;  // as send(2): nothing to do is not "would block"
     write_blocked_ = false;
     if (iovcnt == 1 && !more && post_whole(static_cast<const std::uint8_t*>(iov[0].iov_base), wanted)) {
-        if (error_ != 0) return errno = error_, -1;
+        // Posted: a failure from here on is the failover's to mend (the
+        // bytes are in staging), so they count as written.
+        if (error_ != 0 && !failover_wanted_) return errno = error_, -1;
         update_readiness(Arm::kNever);  // never arms, as below
         return static_cast<ssize_t>(wanted);
     }
@@ -98,7 +107,7 @@ ssize_t Stream::writev(const iovec* iov, int iovcnt, bool more) {
         update_readiness(Arm::kNever);
         return static_cast<ssize_t>(total);
     }
-    if (error_ != 0) return errno = error_, -1;
+    if (error_ != 0) return over_tcp() ? tcp_writev(iov, iovcnt, more) : (errno = error_, -1);
     write_blocked_ = true;
     ++stats_.write_blocked;
     update_readiness();
@@ -134,6 +143,12 @@ std::size_t Stream::post_iov(const iovec* iov, int iovcnt, bool more) {
 int Stream::shutdown_write() {
     if (closed_) return errno = EBADF, -1;
     close_queued_ = true;
+    if (over_tcp()) {
+        // After the bytes the peer still lacks.
+        tcp_shutdown_pending_ = true;
+        tcp_progress();
+        return 0;
+    }
     flush_control();
     update_readiness();
     return 0;
@@ -142,6 +157,23 @@ int Stream::shutdown_write() {
 int Stream::close() {
     if (closed_) return 0;
     begin_close();
+    if (failover_ != Failover::None) {
+        // On TCP: the bytes the peer lacks go out before the caller closes
+        // the socket (the stream never owned it).
+        const auto deadline = Clock::now() + settings_.close_drain_timeout;
+        while (!tcp_drain_done()) {
+            const auto left = std::chrono::ceil<Millis>(deadline - Clock::now());
+            if (left.count() <= 0) break;
+            pollfd p{tcp_fd_, static_cast<short>(failover_ == Failover::Exchanging ? POLLIN : POLLOUT), 0};
+            (void)::poll(&p, 1, static_cast<int>(std::min<Millis::rep>(left.count(), INT32_MAX)));
+        }
+        const bool lost = failover_ != Failover::Tcp || resend_from_ < resend_to_;
+        const int code = tcp_error_ != 0 ? tcp_error_ : ETIMEDOUT;
+        closed_ = true;
+        if (!lost) return 0;
+        errno = code;
+        return -1;
+    }
     drain(Clock::now() + settings_.close_drain_timeout);
     // Bytes we wrote that are not known to have arrived may be lost: say
     // so, as close(2) reports a failed final write-back. Whether our Close
@@ -159,6 +191,10 @@ void Stream::begin_close() {
     // From now on fd() wakes only for events, never for readiness (unread
     // input, a refused write): a drain that waits on it must not spin.
     sleeping_for_ = short{0};
+    if (over_tcp()) {
+        tcp_progress();
+        return;
+    }
     if (error_ == 0 && phase_ == Phase::Established) {
         close_queued_ = true;
         flush_control();
@@ -167,6 +203,7 @@ void Stream::begin_close() {
 
 bool Stream::drain_done() {
     if (phase_ != Phase::Established) return true;
+    if (over_tcp()) return tcp_drain_done();
     if (!progress()) return true;  // failed: nothing more will complete
     // The Close is signalled and RC completes in order: its completion
     // means every byte before it reached the peer.
@@ -197,7 +234,7 @@ void Stream::post_hold_at_end() {
 
 void Stream::end_close() {
     if (closed_) return;
-    link_->disconnect();
+    if (failover_ == Failover::None) link_->disconnect();
     closed_ = true;
 }
 
@@ -218,11 +255,16 @@ short Stream::readiness(short mask) const {
 
 int Stream::flush() {
     if (closed_) return EBADF;
+    if (over_tcp()) {
+        tcp_progress();
+        if (failover_ == Failover::Failed || tcp_error_ != 0) return tcp_error_;
+        return failover_ == Failover::Exchanging || resend_from_ < resend_to_ ? EAGAIN : 0;
+    }
     if (held_ > 0) {
         poll_completions();  // completions that free send queue slots, grants
         end_hold();
     }
-    if (error_ != 0) return error_;
+    if (error_ != 0) return over_tcp() ? flush() : error_;
     if (held_ > 0 && peer_disconnected_) return EPIPE;  // they can never leave
     return held_ > 0 ? EAGAIN : 0;
 }
@@ -231,25 +273,37 @@ std::size_t Stream::unread() const { return rx_.unread(); }
 
 short Stream::poll_events(short wanted) {
     if (closed_) return POLLNVAL;
+    if (over_tcp()) return tcp_poll_events(wanted);
     progress();  // ends a hold (flush_control)
+    if (over_tcp()) return tcp_poll_events(wanted);
     return readiness(static_cast<short>(wanted | POLLERR | POLLHUP));
 }
 
 short Stream::events_now(short wanted) {
     if (closed_) return POLLNVAL;
+    if (over_tcp()) return tcp_readiness(wanted);
     end_hold();
     poll_completions();
+    if (over_tcp()) return tcp_poll_events(wanted);
     return readiness(static_cast<short>(wanted | POLLERR | POLLHUP));
 }
 
 void Stream::set_interest(short events) {
     interest_ = events;
+    if (!closed_ && over_tcp()) {
+        tcp_progress();
+        return;
+    }
     // Decide from what the CQ holds now: a reply already there must not
     // make update_readiness() take the event and arm the CQ (two system
     // calls, and an interrupt for the next completion).
     if (!closed_) {
         end_hold();
         poll_completions();
+    }
+    if (!closed_ && over_tcp()) {
+        tcp_progress();
+        return;
     }
     update_readiness();
 }
@@ -293,6 +347,7 @@ short Stream::spin_until_ready(short wanted, std::chrono::nanoseconds limit, boo
 
 short Stream::spin(short wanted) {
     if (closed_) return POLLNVAL;
+    if (over_tcp()) return tcp_poll_events(wanted);
     end_hold();
     const bool reply = awaits_reply(wanted);
     // A reply wait an earlier spin() gave up, whose caller woke for
@@ -304,6 +359,7 @@ short Stream::spin(short wanted) {
     std::optional<Clock::time_point> seen = reply ? std::optional{Clock::now()} : std::nullopt;
     const auto began = continued ? continued : seen;
     const short r = spin_until_ready(wanted, std::chrono::nanoseconds::max(), reply, seen);
+    if (over_tcp()) return tcp_poll_events(wanted);
     if (reply && (r & POLLIN) != 0) {
         if (continued) spin_.on_slept_wait(*seen - *began, earlier_spin);
         else spin_.on_wait(*seen - *began);
@@ -324,6 +380,7 @@ void Stream::end_slept_reply_wait() {
 
 int Stream::wait(short wanted, Millis timeout) {
     if (closed_) return POLLNVAL;
+    if (over_tcp()) return tcp_wait(wanted, timeout);
     end_hold();
     slept_reply_since_.reset();  // this wait times the reply itself
     // Decided before any polling: the reply that ends this wait clears it.
@@ -340,6 +397,7 @@ int Stream::wait(short wanted, Millis timeout) {
     // readings (at most kPollsPerClockRead polls early), not another one.
     std::optional<Clock::time_point> seen = start;
     if (const short r = spin_until_ready(wanted, limit, reply, seen); r != 0) {
+        if (over_tcp()) return tcp_wait(wanted, timed ? std::chrono::ceil<Millis>(deadline - Clock::now()) : Millis{-1});
         if (reply && (r & POLLIN) != 0) spin_.on_wait(*seen - *start);
         return r;
     }
@@ -372,6 +430,10 @@ int Stream::wait(short wanted, Millis timeout) {
             poll_completions();
             take_in(woke);
             r = readiness(mask);
+        }
+        if (over_tcp()) {
+            const auto rest = timed ? std::max(Millis{0}, std::chrono::ceil<Millis>(deadline - Clock::now())) : Millis{-1};
+            return tcp_wait(wanted, rest);
         }
         if (r != 0) break;
     }

@@ -3,6 +3,7 @@
 //   stream.cpp            read / write / shutdown / close
 //   stream_datapath.cpp   completions, control messages, posting
 //   stream_handshake.cpp  feature negotiation and RX ring exchange
+//   stream_failover.cpp   moving onto the TCP connection when the QP fails
 //
 // All accounting lives in the small pure classes it composes (rx_ring.hpp,
 // tx_window.hpp, credits.hpp, send_queue.hpp, keepalive.hpp), each unit
@@ -13,6 +14,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -21,6 +23,7 @@
 #include <string_view>
 
 #include "protocol/control.hpp"
+#include "protocol/failover.hpp"
 #include "transport/connection.hpp"
 #include "transport/adaptive_spin.hpp"
 #include "transport/credits.hpp"
@@ -108,6 +111,18 @@ public:
     [[nodiscard]] std::size_t unread() const;
     [[nodiscard]] const std::string& failure_reason() const { return failure_reason_; }
 
+    // --- failover (stream_failover.cpp)
+    // The TCP connection the session was upgraded from, which both ends
+    // keep open: watched for the peer's failover message, and the stream's
+    // path once the queue pair fails (protocol/failover.hpp). Not owned;
+    // attach again when its number changes, -1 to forget it. False with
+    // errno when fd() cannot watch it.
+    bool attach_tcp(int fd);
+    // The session moved onto TCP after the queue pair failed (and carries
+    // on there); why RDMA failed; empty while it has not.
+    [[nodiscard]] bool failed_over() const { return failover_ == Failover::Tcp; }
+    [[nodiscard]] const std::string& failover_reason() const { return failover_reason_; }
+
 private:
     explicit Stream(std::unique_ptr<Link> link);
 
@@ -170,6 +185,8 @@ private:
                            std::optional<Clock::time_point>& seen);
     // The reply that a caller of spin() slept for came (slept_reply_since_).
     void end_slept_reply_wait();
+    // Copies up to `len` unread bytes out of the RX ring and consumes them.
+    std::size_t take_from_ring(std::uint8_t* out, std::size_t len);
     // Readiness, in poll(2) bits, from state alone: those of `mask` only.
     [[nodiscard]] short readiness(short mask) const;
     // Sleeps on fd() until something arrives for `wanted` (the readiness
@@ -220,6 +237,42 @@ private:
     std::size_t post_iov(const iovec* iov, int iovcnt, bool more);
     [[nodiscard]] bool can_write_now() const;
     void fail(int code);
+
+    // --- failover (stream_failover.cpp)
+    enum class Failover {
+        None,        // on RDMA
+        Exchanging,  // our failover message is sent; awaiting the peer's
+        Tcp,         // on TCP: staging bytes the peer lacks go first
+        Failed,      // could not move: tcp_error_ says why
+    };
+    // Whether a failure with `code` can be mended by moving onto TCP.
+    [[nodiscard]] bool failover_eligible(int code) const;
+    // Public calls begin with this: starts a failover that fail() or the
+    // peer's message asked for, and says whether the TCP path serves the
+    // call.
+    bool over_tcp() {
+        if (failover_wanted_ && failover_ == Failover::None) begin_failover();
+        return failover_ != Failover::None;
+    }
+    void begin_failover();
+    // Takes in a completion polled after the failure: data that landed,
+    // sends the peer acknowledged; false when the ring's accounting broke.
+    bool salvage_completion(const ibv_wc& wc);
+    bool salvage_completions();
+    void on_tcp_event();
+    void failover_failed(int code, std::string why);
+    // Reads the peer's failover message, resends, updates fd()'s sources.
+    void tcp_progress();
+    void read_peer_failover();
+    void push_resend();
+    void update_tcp_registration();
+    [[nodiscard]] short tcp_readiness(short wanted);
+    std::size_t copy_leftovers(std::uint8_t* out, std::size_t len);
+    ssize_t tcp_read(void* buf, std::size_t len);
+    ssize_t tcp_writev(const iovec* iov, int iovcnt, bool more);
+    short tcp_poll_events(short wanted);
+    int tcp_wait(short wanted, Millis timeout);
+    [[nodiscard]] bool tcp_drain_done();
     // Whether update_readiness() may arm the CQ (a system call with rxe).
     enum class Arm {
         kIfIdle,  // the caller may sleep on fd() next: arm if nothing is signalled
@@ -309,6 +362,22 @@ private:
     // a reply (awaits_reply).
     bool sent_since_heard_ = false;
     ConnectionStats stats_;
+
+    // Failover (stream_failover.cpp).
+    int tcp_fd_ = -1;                  // the session's TCP connection (not owned)
+    std::uint32_t tcp_watched_ = 0;    // its epoll events in fd() (0: not watched)
+    bool tcp_gone_ = false;            // it ended (EOF, reset): nothing can move onto it
+    bool failover_wanted_ = false;     // fail() met a fault that TCP can mend
+    bool salvage_broken_ = false;      // a completion taken after the fault did not add up
+    Failover failover_ = Failover::None;
+    Clock::time_point failover_deadline_{};
+    std::array<std::uint8_t, protocol::kFailoverMessageSize> peer_failover_{};
+    std::size_t peer_failover_have_ = 0;
+    std::uint64_t resend_from_ = 0;    // staging positions still to send on TCP
+    std::uint64_t resend_to_ = 0;
+    bool tcp_shutdown_pending_ = false;  // shutdown(SHUT_WR) once the resend is out
+    int tcp_error_ = 0;                // sticky errno of the TCP path
+    std::string failover_reason_;
 };
 
 }  // namespace pg_rdma::transport

@@ -34,6 +34,12 @@ int errno_for(ibv_wc_status status) {
 void Stream::fail(int code) {
     if (error_ != 0) return;
     error_ = code;
+    // The caller's next call moves the session onto TCP (over_tcp()); the
+    // data path stops here, as for any failure.
+    if (failover_eligible(code)) {
+        failover_wanted_ = true;
+        return;
+    }
     // Tell the peer now rather than at close: a protocol violation or a dead
     // keepalive ends the connection for both sides.
     if (code != ECONNRESET) link_->disconnect();
@@ -70,6 +76,12 @@ bool Stream::take_in(unsigned pending) {
     end_hold();
     if ((pending & EventSet::kTick) != 0 && events_.take_tick()) handle_keepalive_tick();
     if ((pending & EventSet::kCm) != 0) handle_cm_events();
+    // After completions and rdma_cm events: the peer's Close comes before
+    // its socket's end.
+    if ((pending & EventSet::kTcp) != 0) {
+        poll_completions();
+        on_tcp_event();
+    }
     if ((pending & EventSet::kCompletion) != 0) {
         // Neither taken nor armed again here, only where fd() is about to
         // signal nothing (update_readiness): completions met while awake
@@ -101,7 +113,16 @@ bool Stream::poll_completions() {
             fail(EIO);
             break;
         }
-        for (int i = 0; i < n && error_ == 0; ++i) handle_completion(wcs[static_cast<std::size_t>(i)]);
+        for (int i = 0; i < n; ++i) {
+            const ibv_wc& wc = wcs[static_cast<std::size_t>(i)];
+            if (error_ == 0) {
+                handle_completion(wc);
+            } else if (failover_wanted_ && !salvage_completion(wc)) {
+                // Taken out of the queue already: what follows a failure in
+                // the same batch counts for the failover.
+                salvage_broken_ = true;
+            }
+        }
     }
     return error_ == 0;
 }

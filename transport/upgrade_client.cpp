@@ -174,6 +174,7 @@ StepStatus ClientUpgrade::connect_rdma() {
         case StepStatus::Done:
             result_.connection = connector_->take_connection();
             connector_.reset();
+            (void)result_.connection->attach_tcp(fd_);  // failover's path; without it the session just has none
             return finish(UpgradeOutcome::Rdma, {});
         case StepStatus::Failed: break;
     }

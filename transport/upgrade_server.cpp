@@ -140,6 +140,7 @@ StepStatus ServerUpgrade::confirm() {
     const short ev = confirming_->poll_events(POLLIN | POLLRDHUP);
     if ((ev & POLLIN) != 0 && confirming_->unread_bytes() > 0) {
         result_.connection = std::move(confirming_);
+        (void)result_.connection->attach_tcp(fd_);  // failover's path; without it the session just has none
         return finish(UpgradeOutcome::Rdma, {});
     }
     // Looked at, never read: they are the session's.
@@ -161,6 +162,7 @@ StepStatus ServerUpgrade::confirm() {
     // nothing for a whole budget keeps it (one that gives up lets go).
     if (passed(confirm_deadline_)) {
         result_.connection = std::move(confirming_);
+        (void)result_.connection->attach_tcp(fd_);  // failover's path; without it the session just has none
         return finish(UpgradeOutcome::Rdma, {});
     }
     // fd() turns readable for what this names (want() waits on it).

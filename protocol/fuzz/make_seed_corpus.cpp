@@ -9,6 +9,7 @@
 
 #include "protocol/byte_order.hpp"
 #include "protocol/control.hpp"
+#include "protocol/failover.hpp"
 #include "protocol/negotiation.hpp"
 #include "protocol/upgrade.hpp"
 
@@ -131,6 +132,14 @@ void connect_private_data_corpus(const fs::path& dir) {
     write(dir, "private-data-short", Bytes(pd.begin(), pd.begin() + 20));
 }
 
+void failover_corpus(const fs::path& dir) {
+    const Bytes resume = bytes_of(encode_failover({true, 123456, 654321}));
+    write(dir, "failover-resumable", resume);
+    write(dir, "failover-not-resumable", bytes_of(encode_failover({false, 0, 0})));
+    write(dir, "failover-short", Bytes(resume.begin(), resume.begin() + 10));
+    write(dir, "failover-then-stream", concat(resume, Bytes(8, 'Q')));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -143,5 +152,6 @@ int main(int argc, char** argv) {
     upgrade_reply_corpus(root / "fuzz_upgrade_reply");
     first_packet_corpus(root / "fuzz_first_packet");
     connect_private_data_corpus(root / "fuzz_connect_private_data");
+    failover_corpus(root / "fuzz_failover");
     return 0;
 }

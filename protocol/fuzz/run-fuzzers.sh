@@ -11,7 +11,7 @@
 # BUILD_DIR must be configured with: CXX=clang++ meson setup BUILD_DIR -Dfuzz=true
 set -uo pipefail
 
-FUZZERS=(fuzz_control fuzz_upgrade_reply fuzz_first_packet fuzz_connect_private_data)
+FUZZERS=(fuzz_control fuzz_upgrade_reply fuzz_first_packet fuzz_connect_private_data fuzz_failover)
 RSS_LIMIT_MB=2048     # far above what these decoders need: a leak or a blow-up
 INPUT_TIMEOUT_S=10    # one 64-byte message never takes this long
 MAX_INPUT_LEN=256     # longer than any message; longer inputs add nothing

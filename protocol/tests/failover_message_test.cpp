@@ -1,0 +1,37 @@
+// The failover message (protocol/failover.hpp): round trip, and what a
+// decoder must refuse.
+#include <catch2/catch.hpp>
+
+#include "protocol/failover.hpp"
+
+using namespace pg_rdma::protocol;
+
+TEST_CASE("a failover message round-trips its counts and its resumable flag", "[failover]") {
+    for (const bool resumable : {true, false}) {
+        const FailoverMessage m{resumable, 0x0102030405060708ull, 42};
+        const FailoverBytes bytes = encode_failover(m);
+        const auto d = decode_failover(bytes);
+        REQUIRE(d.is_ok());
+        CHECK(d.consumed == kFailoverMessageSize);
+        CHECK(d.value.resumable == resumable);
+        CHECK(d.value.received == m.received);
+        CHECK(d.value.sent == m.sent);
+    }
+}
+
+TEST_CASE("a short failover message needs more, and a wrong first byte is an error at once", "[failover]") {
+    const FailoverBytes bytes = encode_failover({true, 1, 2});
+    CHECK(decode_failover({bytes.data(), 0}).status == DecodeStatus::NeedMore);
+    CHECK(decode_failover({bytes.data(), 23}).status == DecodeStatus::NeedMore);
+    const std::uint8_t stray[1] = {'Q'};
+    CHECK(decode_failover(stray).status == DecodeStatus::Error);
+}
+
+TEST_CASE("a failover message with another version, unknown flags or reserved bytes set is refused",
+          "[failover]") {
+    for (const std::size_t at : {std::size_t{4}, std::size_t{5}, std::size_t{6}, std::size_t{7}}) {
+        FailoverBytes bytes = encode_failover({true, 1, 2});
+        bytes[at] ^= 0x80;
+        CHECK(decode_failover(bytes).status == DecodeStatus::Error);
+    }
+}
