@@ -14,7 +14,8 @@ CREATE FUNCTION pg_stat_get_rdma(
     OUT bytes_sent int8,
     OUT bytes_received int8,
     OUT rx_buffer_size int4,
-    OUT backend_start timestamptz
+    OUT backend_start timestamptz,
+    OUT failed_over bool
 )
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'pg_stat_get_rdma'

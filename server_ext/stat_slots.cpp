@@ -91,6 +91,7 @@ void set_identity(StatRow& r, const SessionIdentity& id) {
     copy_cut(r.device, id.device);
     r.protocol_version = id.protocol_version;
     r.rx_buffer_size = id.rx_buffer_size;
+    r.failed_over = id.failed_over;
 }
 
 void release_at_exit(int, Datum) { release_stat_slot(); }

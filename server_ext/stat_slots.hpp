@@ -26,6 +26,7 @@ struct SessionIdentity {
     std::string_view device;        // RDMA device name; empty for TCP
     int protocol_version = 0;       // 0 for TCP
     std::uint32_t rx_buffer_size = 0;  // bytes; 0 for TCP
+    bool failed_over = false;       // began on RDMA, moved onto TCP when it failed
 };
 
 // Called from _PG_init: chains shmem_request_hook and shmem_startup_hook.
@@ -52,6 +53,7 @@ struct StatRow {
     std::uint64_t bytes_sent;
     std::uint64_t bytes_received;
     std::int64_t backend_start;  // TimestampTz
+    bool failed_over;
 };
 int stat_slot_count();
 // false when slot `index` holds no live session. May raise a PostgreSQL

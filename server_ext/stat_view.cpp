@@ -10,7 +10,7 @@ PG_FUNCTION_INFO_V1(pg_stat_get_rdma);
 
 namespace {
 
-constexpr int kColumns = 10;  // as declared in pg_rdma--0.1.sql
+constexpr int kColumns = 11;  // as declared in pg_rdma--0.1.sql
 
 Datum text_or_null(const char* s, bool& is_null) {
     is_null = s[0] == '\0';
@@ -42,6 +42,7 @@ Datum pg_stat_get_rdma(PG_FUNCTION_ARGS) {
         values[7] = Int64GetDatum(static_cast<int64>(r.bytes_received));
         values[8] = Int32GetDatum(static_cast<int32>(r.rx_buffer_size));
         values[9] = TimestampTzGetDatum(r.backend_start);
+        values[10] = BoolGetDatum(r.failed_over);
         tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
     }
     return Datum{0};

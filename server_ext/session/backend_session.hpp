@@ -30,6 +30,7 @@ struct PendingRow {
     char device[kStatFieldSize] = {};
     int protocol_version = 0;
     std::uint32_t rx_buffer_size = 0;
+    bool failed_over = false;  // RDMA failed mid-session and the session went on over TCP
 };
 
 struct BackendSession {
@@ -59,7 +60,10 @@ void claim_pending_row();
 
 // After a failed read or write on the RDMA connection: logs why, once.
 void log_rdma_failure();
-// After successful I/O: the pg_stat_rdma counters.
+// After successful I/O: the pg_stat_rdma counters, and the row's move to
+// 'tcp' once the connection failed over.
 void publish_counters();
+// The connection moved onto TCP: the row says so, the log says why (once).
+void note_failover();
 
 }  // namespace pg_rdma::server

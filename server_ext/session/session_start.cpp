@@ -282,8 +282,44 @@ void publish_counters() {
         const transport::ConnectionStats stats = s.rdma->connection()->stats();
         s.bytes_sent = stats.bytes_sent;
         s.bytes_received = stats.bytes_received;
+        if (stats.failed_over && !s.row.failed_over) note_failover();
     }
     if (s.shown) update_stat_counters(s.bytes_sent, s.bytes_received);
+}
+
+namespace {
+
+SessionIdentity row_identity(const PendingRow& row) {
+    SessionIdentity id;
+    id.client_addr = row.client_addr;
+    id.client_port = row.client_port;
+    id.transport = row.transport;
+    id.device = row.device;
+    id.protocol_version = row.protocol_version;
+    id.rx_buffer_size = row.rx_buffer_size;
+    id.failed_over = row.failed_over;
+    return id;
+}
+
+}  // namespace
+
+void note_failover() {
+    BackendSession& s = backend_session();
+    s.row.failed_over = true;
+    s.row.transport = SessionTransport::Tcp;
+    if (s.shown) update_stat_identity(row_identity(s.row));
+    char reason[kReasonSize];
+    {
+        const std::string why = s.rdma->connection()->failover_reason();
+        snprintf(reason, sizeof reason, "%s", why.empty() ? "unknown" : why.c_str());
+    }
+    // Server log only: this runs inside the backend's own sends, where a
+    // message to the client cannot be added.
+    ereport(LOG_SERVER_ONLY,
+            (errmsg("pg_rdma: RDMA session with host=%s port=%s moved onto TCP", MyProcPort->remote_host,
+                    MyProcPort->remote_port),
+             errdetail("RDMA failed: %s. The session goes on over its TCP connection, no byte lost.", reason),
+             errhint("Check the RDMA device and link of this host and the client's (rdma link, ip link).")));
 }
 
 void claim_pending_row() {
@@ -291,14 +327,7 @@ void claim_pending_row() {
     if (!s.tracked || s.shown) return;
     // As PostgreSQL's own log_disconnections: only for sessions that started.
     on_proc_exit(log_session_end, 0);
-    SessionIdentity id;
-    id.client_addr = s.row.client_addr;
-    id.client_port = s.row.client_port;
-    id.transport = s.row.transport;
-    id.device = s.row.device;
-    id.protocol_version = s.row.protocol_version;
-    id.rx_buffer_size = s.row.rx_buffer_size;
-    s.shown = claim_stat_slot(id);
+    s.shown = claim_stat_slot(row_identity(s.row));
     publish_counters();  // the bytes of the handshake and authentication
 }
 
