@@ -14,7 +14,8 @@
 # directory, so the other side's waits end at once instead of at their limit,
 # and flushes the guest's nftables ruleset: a test killed at its timeout
 # (after TERM, KILL 5 s later, before its own cleanup ran) leaves no firewall
-# rule to the next one.
+# rule to the next one; it also undoes any fault a fault test left
+# (regress/lib/faults.sh: fault_restore_all: netem, the link, rxe0).
 #
 # Results go to OUT_DIR/HOST/ (A or B) for the host to merge:
 #   results.tsv   NAME<TAB>STATUS<TAB>EXIT<TAB>SECONDS, one line per test
@@ -57,6 +58,9 @@ run_test() {
   rc=$?
   echo "$rc" >"$pair/$RXE_HOST.exit.tmp" && mv "$pair/$RXE_HOST.exit.tmp" "$pair/$RXE_HOST.exit"
   command -v nft >/dev/null && timeout 20 nft flush ruleset 2>/dev/null
+  # Nor a fault (regress/lib/faults.sh): netem, a link left down, rxe0 gone.
+  # shellcheck source=regress/lib/faults.sh
+  (. "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh" && fault_restore_all)
   secs=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }')
   status=$(classify "$rc")
   printf '%s\t%s\t%s\t%s\n' "$name" "$status" "$rc" "$secs" >>"$OUT/results.tsv"
