@@ -41,12 +41,31 @@ _fault_port_active() { grep -q ACTIVE "/sys/class/infiniband/$(_fault_rxe_dev)/p
 _fault_wait_usable() {
     local until=$((SECONDS + $1))
     while [ "$SECONDS" -lt "$until" ]; do
-        if _fault_port_active && timeout 3 ping -c 1 -W 1 "${RXE_PEER_IP:-10.99.0.2}" >/dev/null 2>&1; then
+        if _fault_port_active && timeout 3 busybox ping -c 1 -W 1 "${RXE_PEER_IP:-10.99.0.2}" >/dev/null 2>&1 &&
+            _fault_has_gid; then
             return 0
         fi
         sleep 0.2
     done
     return 1
+}
+
+# rxe lists a RoCE v2 GID per address of its netdev (::ffff:a.b.c.d for IPv4).
+_fault_gid_of_ip() {
+    local IFS=.
+    # shellcheck disable=SC2086
+    set -- ${RXE_IP:-10.99.0.1}
+    printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "$1" "$2" "$3" "$4"
+}
+_fault_has_gid() { grep -qx "$(_fault_gid_of_ip)" /sys/class/infiniband/"$(_fault_rxe_dev)"/ports/1/gids/* 2>/dev/null; }
+# fault_diag: what the link, the routes and rxe's GIDs look like now.
+fault_diag() {
+    local nic
+    nic=$(fault_nic)
+    echo "faults: $(ip -o -4 addr show dev "$nic" 2>&1 | awk '{ print $2, $4 }' | tr '\n' ' ') link $(cat /sys/class/net/"$nic"/operstate 2>/dev/null)"
+    echo "faults: routes: $(ip -4 route show 2>&1 | tr '\n' ';')"
+    echo "faults: rxe port $(cat /sys/class/infiniband/"$(_fault_rxe_dev)"/ports/1/state 2>/dev/null); GIDs: $(grep -vh '^0000:0000:0000:0000:0000:0000:0000:0000$' /sys/class/infiniband/"$(_fault_rxe_dev)"/ports/1/gids/* 2>/dev/null | tr '\n' ' ')"
+    echo "faults: ping $RXE_PEER_IP: $(timeout 3 busybox ping -c 1 -W 1 "${RXE_PEER_IP:-}" 2>&1 | grep -E 'received|bad|unreach' | head -1)"
 }
 
 fault_link_down() {
@@ -58,9 +77,11 @@ fault_link_down() {
     timeout 10 ip link set "$nic" up || { echo "faults: ip link set $nic up failed"; return 1; }
     echo "faults: $nic up at $(date +%T.%N | cut -c1-12)"
     if _fault_wait_usable 30; then
-        echo "faults: rxe port ACTIVE and the peer answers ping again"
+        echo "faults: rxe port ACTIVE, its GID for $RXE_IP back, and the peer answers ping again"
+        fault_diag
     else
-        echo "faults: after 30 s the rxe port is '$(cat "/sys/class/infiniband/$(_fault_rxe_dev)/ports/1/state" 2>/dev/null)' or the peer does not answer ping"
+        echo "faults: 30 s after the link came up, one of these is still missing:"
+        fault_diag
         return 1
     fi
 }
@@ -178,4 +199,16 @@ fault_judge() {
             echo "FAIL: $label: ${line#outcome: }"
             return 1 ;;
     esac
+}
+
+# fault_rxe_recreate: deletes and re-adds the rxe device (no process may be
+# using it: a delete waits for its users), for a host whose rxe no longer
+# completes new connections after a link flap; prints the state before.
+fault_rxe_recreate() {
+    local dev nic
+    dev=$(_fault_rxe_dev) nic=$(fault_nic)
+    echo "faults: before re-creating $dev:"
+    fault_diag
+    fault_device_delete
+    fault_device_restore 60
 }

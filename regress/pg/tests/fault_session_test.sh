@@ -320,6 +320,9 @@ report_case() {
     fault_judge "$fault during $([ "$c" = 1 ] && echo 'a COPY' || echo 'an idle session') (psql)" "$judged" "$bound" ||
         failures=$((failures + 1))
     [ "$fault" = loss ] && fault_loss_off
+    # After a flap B's rxe0 completed no new connection: a fresh device (no
+    # psql of this test is left to hold it).
+    [ "$fault" = link_down ] && fault_rxe_recreate
     pair_signal "end-$c" "$line"
     pair_wait "server-end-$c" "$WAIT_S" >/dev/null || echo "   (no server-end-$c from A)"
 }

@@ -91,7 +91,9 @@ pair_wait_file_b() {
 
 undo_fault() {
     case $fault in
-        link_down) ;;  # fault_link_down brings it up itself
+        # After a flap B's rxe0 completed no new connection (seen 2026-05;
+        # the next case's rdma_connect timed out): a fresh device for it.
+        link_down) [ "$me" = B ] && { fault_rxe_recreate || failures=$((failures + 1)); } ;;
         loss) fault_loss_off ;;
         device_removal) [ "$me" = A ] && { fault_device_restore 60 || failures=$((failures + 1)); } ;;
     esac
