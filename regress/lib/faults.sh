@@ -23,7 +23,8 @@
 #                             requirement (issue #38 item 4): intact passes;
 #                             error passes only if its text names RDMA and it
 #                             came at most BOUND_S after the fault's start;
-#                             hang, wrong-bytes, setup-failed and a missing
+#                             hang, slow (not done in time), wrong-bytes,
+#                             setup-failed and a missing
 #                             line fail. Prints `ok: ...` or `FAIL: ...`
 #                             and returns 0 or 1.
 
@@ -191,6 +192,9 @@ fault_judge() {
             return 0 ;;
         hang)
             echo "FAIL: $label: HANG: neither carried on nor failed (${line#outcome: })"
+            return 1 ;;
+        slow)
+            echo "FAIL: $label: carried on but did not finish within its limit, every byte so far intact (${line#outcome: })"
             return 1 ;;
         wrong-bytes)
             echo "FAIL: $label: WRONG BYTES delivered (${line#outcome: })"

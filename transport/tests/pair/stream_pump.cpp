@@ -25,11 +25,13 @@
 //   request and upgrades; client: connects, upgrade_client(require).
 //
 // Output: progress lines every 2 s, then one parseable line, the last:
-//   outcome: intact|error|wrong-bytes|hang|setup-failed key=value...
+//   outcome: intact|error|wrong-bytes|hang|slow|setup-failed key=value...
+// (slow: still moving when --limit passed, with the rates before and after
+// the fault; hang: nothing moved for --stall seconds and no error)
 // with sent=, received=, elapsed_s=, after_fault_s= (time of the end from
 // the fault's start, -1 if no fault was seen), errno=, error="..." (the
 // failed call, strerror, and Connection::failure_reason()), mismatch_at=.
-// Exit status: 0 intact, 1 error, 2 wrong-bytes, 3 hang, 4 setup/usage.
+// Exit status: 0 intact, 1 error, 2 wrong-bytes, 3 hang or slow, 4 setup/usage.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -126,7 +128,7 @@ public:
         while (sent_ < out_total || received_ < in_total) {
             watch_fault();
             const auto now = Clock::now();
-            if (seconds(start_, now) > o_.limit_s) return hang("the run's limit (" + std::to_string(o_.limit_s) + " s) passed");
+            if (seconds(start_, now) > o_.limit_s) return slow();
             if (seconds(last_progress_, now) > o_.stall_s)
                 return hang("no byte moved for " + std::to_string(o_.stall_s) + " s and no error");
             if (seconds(last_print_, now) >= 2) print_progress(now);
@@ -246,6 +248,7 @@ private:
         if (file_exists(o_.fault_file)) {
             fault_seen_ = true;
             fault_at_ = now;
+            received_at_fault_ = received_;
             std::printf("stream_pump: fault started at %.2f s (sent %llu, received %llu)\n", seconds(start_, now), ull(sent_),
                         ull(received_));
             std::fflush(stdout);
@@ -287,6 +290,20 @@ private:
         exit_code_ = 2;
         return false;
     }
+    // The limit passed while bytes still moved (a stall is a hang): how
+    // fast before and after the fault, in MB/s received.
+    bool slow() {
+        const auto now = Clock::now();
+        char buf[256];
+        const double before = fault_seen_ ? static_cast<double>(received_at_fault_) / 1e6 / std::max(1e-3, seconds(start_, fault_at_)) : 0;
+        const double after = fault_seen_ ? static_cast<double>(received_ - received_at_fault_) / 1e6 / std::max(1e-3, seconds(fault_at_, now)) : 0;
+        std::snprintf(buf, sizeof buf,
+                      " mb_per_s_before_fault=%.3f mb_per_s_after_fault=%.3f why=\"still moving when the run's limit (%.0f s) passed\"",
+                      before, after, o_.limit_s);
+        outcome("slow", buf);
+        exit_code_ = 3;
+        return false;
+    }
     bool hang(const std::string& why) {
         outcome("hang", " why=\"" + why + "\"");
         exit_code_ = 3;
@@ -298,7 +315,7 @@ private:
     Clock::time_point start_, last_progress_, last_print_, last_fault_check_{}, fault_at_{};
     bool fault_seen_ = false, marked_ = false;
     std::uint64_t out_seed_, in_seed_;
-    std::uint64_t sent_ = 0, received_ = 0;
+    std::uint64_t sent_ = 0, received_ = 0, received_at_fault_ = 0;
     std::vector<std::uint8_t> outbuf_, inbuf_;
     std::size_t out_len_ = 0, out_pos_ = 0;
     int exit_code_ = 0;
