@@ -88,7 +88,10 @@
 // closing, a completion the peer never saw freed bytes it lacks), calls
 // fail with the errno and failure_reason() says "RDMA failed (...) and the
 // session could not move onto TCP: ...". An end waits for the peer's
-// answer as long as the keepalive timeout.
+// answer as long as the peer's host acknowledges its own message on TCP
+// (a peer process that is busy answers later, as a TCP session waits for
+// it), and ends the session when the host has not acknowledged it within
+// the keepalive timeout.
 //
 // Threads and signals: one connection belongs to one thread at a time. A
 // call made while another call on the same connection is in progress (a

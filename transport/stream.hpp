@@ -247,6 +247,9 @@ private:
     };
     // Whether a failure with `code` can be mended by moving onto TCP.
     [[nodiscard]] bool failover_eligible(int code) const;
+    // How long an end waits for the peer's failover message while the
+    // peer's host has not acknowledged ours: the keepalive timeout.
+    [[nodiscard]] Millis failover_wait() const;
     // Public calls begin with this: starts a failover that fail() or the
     // peer's message asked for, and says whether the TCP path serves the
     // call.

@@ -19,6 +19,8 @@
 // number): the completion and rdma_cm channels leave its epoll set and the
 // TCP socket joins it, watched for what the caller waits for.
 #include <arpa/inet.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
@@ -68,6 +70,10 @@ bool Stream::attach_tcp(int fd) {
     if (!events_.watch_tcp(fd, 0, want)) return false;
     tcp_watched_ = want;
     return true;
+}
+
+Millis Stream::failover_wait() const {
+    return keepalive_agreed() ? Millis{stats_.keepalive_timeout_ms} : settings_.keepalive_timeout;
 }
 
 bool Stream::failover_eligible(int code) const {
@@ -168,11 +174,11 @@ void Stream::begin_failover() {
         failover_failed(ECONNRESET, unresumable);
         return;
     }
-    // The peer answers at once if it is alive; a link that is down for a
-    // while delays its answer as it delays TCP. A peer that stays silent as
-    // long as the keepalive allows is gone.
-    const Millis wait = keepalive_agreed() ? Millis{stats_.keepalive_timeout_ms} : settings_.keepalive_timeout;
-    failover_deadline_ = Clock::now() + wait;
+    // The peer answers once its process runs; a link that is down for a
+    // while delays the answer as it delays TCP. A peer whose host does not
+    // even acknowledge our message for as long as the keepalive allows is
+    // gone (read_peer_failover).
+    failover_deadline_ = Clock::now() + failover_wait();
     (void)events_.set_tick(kFailoverTick);
     tcp_progress();
 }
@@ -207,8 +213,17 @@ void Stream::read_peer_failover() {
         if (errno == EINTR) continue;
         if (!would_block(errno))
             return failover_failed(errno, std::string("the TCP connection failed too: ") + std::strerror(errno));
-        if (Clock::now() >= failover_deadline_)
-            return failover_failed(ETIMEDOUT, "the peer did not answer on TCP within the keepalive timeout");
+        if (Clock::now() >= failover_deadline_) {
+            // The peer's host has our message (its TCP acknowledged every
+            // byte): its process is alive but busy, a backend in a long
+            // query, say. Wait on as a TCP session would.
+            int unacknowledged = 0;
+            if (::ioctl(tcp_fd_, SIOCOUTQ, &unacknowledged) == 0 && unacknowledged == 0) {
+                failover_deadline_ = Clock::now() + failover_wait();
+                return;
+            }
+            return failover_failed(ETIMEDOUT, "the peer's host did not acknowledge it on TCP within the keepalive timeout");
+        }
         return;
     }
     const auto decoded = protocol::decode_failover(peer_failover_);
@@ -328,7 +343,11 @@ ssize_t Stream::tcp_writev(const iovec* iov, int iovcnt, bool more) {
     msghdr m{};
     m.msg_iov = const_cast<iovec*>(iov);
     m.msg_iovlen = static_cast<std::size_t>(iovcnt);
-    const ssize_t n = ::sendmsg(tcp_fd_, &m, kTcpFlags | (more ? MSG_MORE : 0));
+    // MSG_MORE is not passed on: TCP would cork the bytes with no flush()
+    // to end it (a zero-length send pushes nothing), and PostgreSQL's own
+    // TCP path never sets it.
+    (void)more;
+    const ssize_t n = ::sendmsg(tcp_fd_, &m, kTcpFlags);
     if (n > 0) stats_.bytes_sent += static_cast<std::uint64_t>(n);
     return n;
 }

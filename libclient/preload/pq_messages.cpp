@@ -109,4 +109,18 @@ void warn_fallback(const PGconn* conn, std::string_view reason) noexcept {
     }
 }
 
+void warn_session_event(std::string_view what, std::string_view reason, std::string_view after) noexcept {
+    try {
+        std::string line = "WARNING:  with_rsocket: ";
+        line += what;
+        line += reason;
+        line += after;
+        line += '\n';
+        write_stderr(line);
+    } catch (...) {
+        write_stderr(what);
+        write_stderr("\n");
+    }
+}
+
 }  // namespace pg_rdma::client

@@ -27,5 +27,9 @@ PGconn* failed_connection(std::string_view message) noexcept;
 // and the session continues over TCP. One line on stderr, where libpq's
 // default notice processor writes too.
 void warn_fallback(const PGconn* conn, std::string_view reason) noexcept;
+// One line on stderr about an established session: "WARNING:  with_rsocket: "
+// what, reason, after. For what happens inside a read or write, where no
+// PGconn is at hand (a failover onto TCP, RDMA failing for good).
+void warn_session_event(std::string_view what, std::string_view reason, std::string_view after) noexcept;
 
 }  // namespace pg_rdma::client

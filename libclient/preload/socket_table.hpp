@@ -41,6 +41,8 @@ struct SocketEntry {
     std::unique_ptr<transport::Connection> connection;  // Rdma
     int tcp_fd = -1;                                     // Rdma: the TCP socket, moved here
     int failed_errno = 0;                                // Failed: what SO_ERROR/send say
+    bool told_failover = false;                          // Rdma: the move onto TCP was said (stderr)
+    bool told_failure = false;                           // Rdma: the session's RDMA failure was said
 };
 
 class SocketTable {

@@ -6,15 +6,19 @@
 // POSIX contract throughout: -1 and errno. Never an exception.
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
+#include <string>
 
 #include "libclient/preload/conn_policy.hpp"
 #include "libclient/preload/epoll_registry.hpp"
 #include "libclient/preload/inherited_session.hpp"
 #include "libclient/preload/libc_calls.hpp"
+#include "libclient/preload/pq_messages.hpp"
 #include "libclient/preload/socket_table.hpp"
 #include "libclient/preload/upgrade_driver.hpp"
 
@@ -58,18 +62,44 @@ ssize_t forked_io() noexcept {
     return -1;
 }
 
+// What a read or write that did not move bytes means to the program. Once
+// the connection has failed for good every error is ECONNRESET: libpq ends a
+// session only for that one (any other errno from a read leaves it open, and
+// psql in COPY would retry for ever), and the reason, naming RDMA, goes to
+// stderr once. A failover onto TCP is said once too.
+ssize_t after_io(SocketEntry& entry, ssize_t n) noexcept {
+    const int e = errno;
+    if (entry.told_failover && (n >= 0 || e != EAGAIN)) return errno = e, n;
+    if (n >= 0) return n;
+    if (!entry.told_failover && entry.connection->stats().failed_over) {
+        entry.told_failover = true;
+        warn_session_event("RDMA failed (", entry.connection->failover_reason(),
+                           "); the session goes on over its TCP connection");
+    }
+    if (e == EAGAIN || e == EWOULDBLOCK || e == EINTR || e == EBADF ||
+        (entry.connection->poll_events(0) & POLLERR) == 0)
+        return errno = e, -1;
+    if (!entry.told_failure) {
+        entry.told_failure = true;
+        const std::string why = entry.connection->failure_reason();
+        warn_session_event("the RDMA session failed: ", why.empty() ? std::strerror(e) : why, "");
+    }
+    errno = ECONNRESET;
+    return -1;
+}
+
 ssize_t conn_read(SocketEntry& entry, void* buf, size_t len) noexcept {
     if (entry.state != SocketState::Rdma) return failed_io(entry);
     if (forked_away(entry)) return forked_io();
     TransportCall inside;
-    return entry.connection->read(buf, len);
+    return after_io(entry, entry.connection->read(buf, len));
 }
 
 ssize_t conn_write(SocketEntry& entry, const void* buf, size_t len) noexcept {
     if (entry.state != SocketState::Rdma) return failed_io(entry);
     if (forked_away(entry)) return forked_io();
     TransportCall inside;
-    return entry.connection->write(buf, len);
+    return after_io(entry, entry.connection->write(buf, len));
 }
 
 // Data calls while the upgrade still owns the socket: libpq sends nothing
@@ -182,8 +212,9 @@ __attribute__((visibility("default"))) ssize_t writev(int fd, const iovec* iov, 
     SocketEntry* e = ours_for_data(fd);
     if (e == nullptr || passes_through(*e)) return libc().writev(fd, iov, iovcnt);
     if (e->state != SocketState::Rdma) return failed_io(*e);
+    if (forked_away(*e)) return forked_io();
     TransportCall inside;
-    return e->connection->writev(iov, iovcnt);
+    return after_io(*e, e->connection->writev(iov, iovcnt));
 }
 
 __attribute__((visibility("default"))) int shutdown(int fd, int how) {

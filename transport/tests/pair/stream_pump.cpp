@@ -264,9 +264,14 @@ private:
 
     void outcome(const char* what, const std::string& extra) {
         const auto now = Clock::now();
-        std::printf("outcome: %s side=%s mode=%s sent=%llu received=%llu elapsed_s=%.2f after_fault_s=%.2f%s\n", what,
-                    o_.server ? "server" : "client", o_.idle ? "idle" : "bulk", ull(sent_), ull(received_),
-                    seconds(start_, now), fault_seen_ ? seconds(fault_at_, now) : -1.0, extra.c_str());
+        const std::string why = c_.failover_reason();
+        std::string quoted;
+        for (char ch : why) quoted += ch == '"' ? '\'' : ch;
+        std::printf("outcome: %s side=%s mode=%s sent=%llu received=%llu elapsed_s=%.2f after_fault_s=%.2f "
+                    "transport=%s failover_reason=\"%s\"%s\n",
+                    what, o_.server ? "server" : "client", o_.idle ? "idle" : "bulk", ull(sent_), ull(received_),
+                    seconds(start_, now), fault_seen_ ? seconds(fault_at_, now) : -1.0,
+                    c_.stats().failed_over ? "tcp" : "rdma", quoted.c_str(), extra.c_str());
         std::fflush(stdout);
     }
 
