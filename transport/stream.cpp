@@ -269,7 +269,7 @@ int Stream::flush() {
     return held_ > 0 ? EAGAIN : 0;
 }
 
-std::size_t Stream::unread() const { return rx_.unread(); }
+std::size_t Stream::unread() const { return failover_ == Failover::None ? rx_.unread() : leftover_bytes(); }
 
 short Stream::poll_events(short wanted) {
     if (closed_) return POLLNVAL;

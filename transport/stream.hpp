@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "protocol/control.hpp"
 #include "protocol/failover.hpp"
@@ -91,7 +92,7 @@ public:
     // The busy-poll's state (how long a reply wait would spin, from what
     // average), for tests and diagnostics.
     [[nodiscard]] const AdaptiveSpin& adaptive_spin() const { return spin_; }
-    [[nodiscard]] std::string device_name() const { return link_->device_name(); }
+    [[nodiscard]] std::string device_name() const { return link_ ? link_->device_name() : device_name_; }
     // Which readiness fd() signals. Until a caller says, POLLIN, or POLLOUT
     // while a write that said EAGAIN waits.
     void set_interest(short events);
@@ -264,6 +265,11 @@ private:
     bool salvage_completions();
     void on_tcp_event();
     void failover_failed(int code, std::string why);
+    // Copies what the failover needs out of the verbs buffers and destroys
+    // the link (queue pair, buffers, rdma_cm id), so that a device being
+    // removed is let go.
+    void keep_and_release_device();
+    [[nodiscard]] std::size_t leftover_bytes() const { return leftover_.size() - leftover_pos_; }
     // Reads the peer's failover message, resends, updates fd()'s sources.
     void tcp_progress();
     void read_peer_failover();
@@ -376,8 +382,13 @@ private:
     Clock::time_point failover_deadline_{};
     std::array<std::uint8_t, protocol::kFailoverMessageSize> peer_failover_{};
     std::size_t peer_failover_have_ = 0;
-    std::uint64_t resend_from_ = 0;    // staging positions still to send on TCP
+    std::vector<std::uint8_t> leftover_;  // arrived over RDMA, not read yet
+    std::size_t leftover_pos_ = 0;
+    std::vector<std::uint8_t> kept_;      // our stream from kept_from_ on, not known to have arrived
+    std::uint64_t kept_from_ = 0;
+    std::uint64_t resend_from_ = 0;    // stream positions still to send on TCP
     std::uint64_t resend_to_ = 0;
+    std::string device_name_;          // the link's, once it is gone
     bool tcp_shutdown_pending_ = false;  // shutdown(SHUT_WR) once the resend is out
     int tcp_error_ = 0;                // sticky errno of the TCP path
     std::string failover_reason_;

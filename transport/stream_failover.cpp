@@ -158,6 +158,7 @@ void Stream::begin_failover() {
     // an event left in one would keep fd() readable.
     events_.forget_rdma_sources(link_->completion_fd(), link_->event_fd());
     completion_event_pending_ = false;
+    keep_and_release_device();
     failover_ = Failover::Exchanging;
     const char* unresumable = !salvaged                    ? "bytes in flight could not be accounted for"
                               : closing_ || close_queued_ ? "this end was closing"
@@ -181,6 +182,28 @@ void Stream::begin_failover() {
     failover_deadline_ = Clock::now() + failover_wait();
     (void)events_.set_tick(kFailoverTick);
     tcp_progress();
+}
+
+void Stream::keep_and_release_device() {
+    // What the failover still needs, copied out of pinned memory: the bytes
+    // that arrived and were not read, and our stream from the first byte no
+    // completion released (the peer may lack any of them).
+    leftover_.resize(static_cast<std::size_t>(rx_.unread()));
+    leftover_pos_ = 0;
+    (void)take_from_ring(leftover_.data(), leftover_.size());
+    kept_from_ = staging_.head() - staging_.in_use();
+    kept_.resize(static_cast<std::size_t>(staging_.in_use()));
+    const std::uint32_t size = staging_.size();
+    for (std::size_t done = 0; done < kept_.size();) {
+        const auto offset = static_cast<std::uint32_t>((kept_from_ + done) % size);
+        const std::size_t piece = std::min<std::size_t>(kept_.size() - done, size - offset);
+        std::memcpy(kept_.data() + done, link_->staging() + offset, piece);
+        done += piece;
+    }
+    // Then the device goes: `rdma link delete` (a device removed) waits
+    // until every user has let go of it, and the session lives on over TCP.
+    device_name_ = link_->device_name();
+    link_.reset();
 }
 
 void Stream::failover_failed(int code, std::string why) {
@@ -232,14 +255,13 @@ void Stream::read_peer_failover() {
     if (!peer.resumable) return failover_failed(ECONNRESET, "the peer could not resume");
     // Our staging buffer holds our stream from the first byte no completion
     // released; the peer must hold everything before it.
-    const std::uint64_t kept_from = staging_.head() - staging_.in_use();
-    if (peer.received < kept_from || peer.received > staging_.head())
+    if (peer.received < kept_from_ || peer.received > kept_from_ + kept_.size())
         return failover_failed(ECONNRESET, "the peer lacks bytes this end no longer holds");
     if (peer.sent < rx_.produced()) return failover_failed(EPROTO, "the peer claims to have sent less than arrived");
     stats_.bytes_sent += held_;  // the hold goes with the resend
     held_ = 0;
     resend_from_ = peer.received;
-    resend_to_ = staging_.head();
+    resend_to_ = kept_from_ + kept_.size();
     failover_ = Failover::Tcp;
     stats_.failed_over = true;
     (void)events_.set_tick(Millis{0});
@@ -248,10 +270,8 @@ void Stream::read_peer_failover() {
 
 void Stream::push_resend() {
     while (resend_from_ < resend_to_ && tcp_error_ == 0) {
-        const std::uint32_t size = staging_.size();
-        const auto offset = static_cast<std::uint32_t>(resend_from_ % size);
-        const auto piece = static_cast<std::size_t>(std::min<std::uint64_t>(resend_to_ - resend_from_, size - offset));
-        const ssize_t n = ::send(tcp_fd_, link_->staging() + offset, piece, kTcpFlags);
+        const auto at = static_cast<std::size_t>(resend_from_ - kept_from_);
+        const ssize_t n = ::send(tcp_fd_, kept_.data() + at, kept_.size() - at, kTcpFlags);
         if (n > 0) {
             resend_from_ += static_cast<std::uint64_t>(n);
         } else if (n < 0 && errno == EINTR) {
@@ -275,12 +295,12 @@ void Stream::update_tcp_registration() {
         case Failover::None: return;  // the RDMA path keeps fd() (update_readiness)
         case Failover::Exchanging:
             want = EPOLLIN | EPOLLRDHUP;  // the peer's message; the tick ends the wait
-            ready = rx_.unread() > 0;
+            ready = leftover_bytes() > 0;
             break;
         case Failover::Tcp: {
             const short in = sleeping_for_ ? *sleeping_for_ : interest_ ? *interest_ : POLLIN;
             if ((in & (POLLIN | POLLRDHUP)) != 0) {
-                if (rx_.unread() > 0) ready = true;
+                if (leftover_bytes() > 0) ready = true;
                 else want |= EPOLLIN | EPOLLRDHUP;
             }
             // Resending needs no caller: wake whoever sleeps once it can go on.
@@ -297,7 +317,7 @@ void Stream::update_tcp_registration() {
 
 short Stream::tcp_readiness(short wanted) {
     short r = 0;
-    if (rx_.unread() > 0) r |= POLLIN;
+    if (leftover_bytes() > 0) r |= POLLIN;
     if (failover_ == Failover::Failed || tcp_error_ != 0) {
         r |= POLLIN | POLLOUT | POLLERR | POLLHUP;
     } else if (failover_ == Failover::Tcp) {
@@ -313,15 +333,21 @@ short Stream::tcp_readiness(short wanted) {
 }
 
 std::size_t Stream::copy_leftovers(std::uint8_t* out, std::size_t len) {
-    const std::size_t copied = take_from_ring(out, len);
+    const std::size_t copied = std::min(len, leftover_bytes());
+    std::memcpy(out, leftover_.data() + leftover_pos_, copied);
+    leftover_pos_ += copied;
     stats_.bytes_received += copied;
-    if (rx_.unread() == 0) update_tcp_registration();  // from here on TCP says when input comes
+    if (leftover_bytes() == 0) {
+        leftover_ = {};
+        leftover_pos_ = 0;
+        update_tcp_registration();  // from here on TCP says when input comes
+    }
     return copied;
 }
 
 ssize_t Stream::tcp_read(void* buf, std::size_t len) {
     tcp_progress();
-    if (rx_.unread() > 0) return static_cast<ssize_t>(copy_leftovers(static_cast<std::uint8_t*>(buf), len));
+    if (leftover_bytes() > 0) return static_cast<ssize_t>(copy_leftovers(static_cast<std::uint8_t*>(buf), len));
     if (failover_ == Failover::Failed) return errno = tcp_error_, -1;
     if (failover_ == Failover::Exchanging) return errno = EAGAIN, -1;
     const ssize_t n = ::recv(tcp_fd_, buf, len, MSG_DONTWAIT);
