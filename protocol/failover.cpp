@@ -10,7 +10,8 @@ constexpr std::size_t kOffVersion = 4;
 constexpr std::size_t kOffFlags = 5;
 constexpr std::size_t kOffReserved = 6;
 constexpr std::size_t kOffReceived = 8;
-constexpr std::size_t kOffSent = 16;
+constexpr std::size_t kOffKeptFrom = 16;
+constexpr std::size_t kOffSent = 24;
 constexpr std::uint8_t kFlagResumable = 1u << 0;
 
 }  // namespace
@@ -22,8 +23,16 @@ FailoverBytes encode_failover(const FailoverMessage& message) {
     put_u8(p + kOffVersion, kFailoverVersion);
     put_u8(p + kOffFlags, message.resumable ? kFlagResumable : 0);
     put_u64(p + kOffReceived, message.received);
+    put_u64(p + kOffKeptFrom, message.kept_from);
     put_u64(p + kOffSent, message.sent);
     return out;
+}
+
+bool resumable_pair(const FailoverMessage& a, const FailoverMessage& b) {
+    const auto covers = [](const FailoverMessage& holder, std::uint64_t received) {
+        return received >= holder.kept_from && received <= holder.sent;
+    };
+    return a.resumable && b.resumable && covers(a, b.received) && covers(b, a.received);
 }
 
 Decoded<FailoverMessage> decode_failover(std::span<const std::uint8_t> bytes) {
@@ -41,7 +50,9 @@ Decoded<FailoverMessage> decode_failover(std::span<const std::uint8_t> bytes) {
     FailoverMessage m;
     m.resumable = (flags & kFlagResumable) != 0;
     m.received = get_u64(p + kOffReceived);
+    m.kept_from = get_u64(p + kOffKeptFrom);
     m.sent = get_u64(p + kOffSent);
+    if (m.kept_from > m.sent) return Result::fail("failover message: holds bytes beyond what was sent");
     return Result::ok(m, kFailoverMessageSize);
 }
 

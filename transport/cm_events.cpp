@@ -62,6 +62,13 @@ constexpr std::uint8_t kRetryCount = 7;
 // Finite RNR retries: credits make RNR impossible, so one means a bug and
 // must end as an error, never as the endless retry 7 would mean.
 constexpr std::uint8_t kRnrRetryCount = 3;
+// The local ACK timeout, 4.096 us x 2^N: 15 is 134 ms, so a lost packet
+// that no later one reveals (the last of a burst, an ACK) costs 134 ms
+// instead of rdma_cm's half second or more on RoCE, and a link that is gone fails the
+// sends after (kRetryCount + 1) x 134 ms = 1.07 s, where the session moves
+// onto TCP (transport/stream_failover.cpp). Far above any RDMA round
+// trip inside a data centre, and above the stalls of an emulated guest.
+constexpr std::uint8_t kAckTimeoutExponent = 15;
 
 }  // namespace
 
@@ -136,6 +143,11 @@ bool expect_cm_event(rdma_event_channel* channel, rdma_cm_event_type expected, D
         return false;
     }
     return event->event == expected || unexpected_cm_event(*event, expected, what, err);
+}
+
+void set_ack_timeout(rdma_cm_id* id) noexcept {
+    std::uint8_t exponent = kAckTimeoutExponent;
+    (void)rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &exponent, sizeof exponent);
 }
 
 rdma_conn_param connection_parameters() {

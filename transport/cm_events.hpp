@@ -64,6 +64,11 @@ bool expect_cm_event(rdma_event_channel* channel, rdma_cm_event_type expected, D
 
 // Parameters both sides connect and accept with.
 rdma_conn_param connection_parameters();
+// Sets the queue pair's local ACK timeout (kAckTimeoutExponent) on `id`,
+// before rdma_connect or rdma_accept moves the QP to RTS. A kernel without
+// the option keeps rdma_cm's own, derived from the path's packet lifetime
+// (half a second or more on RoCE).
+void set_ack_timeout(rdma_cm_id* id) noexcept;
 
 // "10.0.0.1:5432" / "[::1]:5432".
 std::string format_address(const sockaddr* addr);

@@ -229,12 +229,13 @@ public:
     int adopt_in_child() noexcept;
     // Why the connection failed, in words for a log line; empty while it works.
     [[nodiscard]] std::string failure_reason() const noexcept;
-    // The TCP connection the session was upgraded from (the upgrade's, both
-    // ends keep it open; not owned): when the queue pair fails mid-session
-    // the stream moves onto it, with no byte lost or repeated, and carries
-    // on (Failover above). The upgrade attaches it; a caller that moves the
-    // socket to another number attaches that one before closing the old.
-    // -1 forgets it. 0, or -1 with errno.
+    // The TCP connection the session was upgraded from (the upgrade
+    // attaches it): when the queue pair fails mid-session the stream moves
+    // onto it, with no byte lost or repeated, and carries on (Failover
+    // above). The connection keeps its own close-on-exec number for it (one
+    // descriptor more), so the caller may move or close its own; the socket
+    // then stays open as long as the connection. -1 forgets it. 0, or -1
+    // with errno.
     int attach_tcp(int tcp_fd) noexcept;
     // Why RDMA failed, once the session has moved onto TCP; empty before.
     // stats().failed_over says the same.

@@ -53,6 +53,7 @@ std::unique_ptr<Endpoint> Endpoint::create(CmChannelPtr channel, CmIdPtr id, con
     ep->id_ = std::move(id);
     if (!ep->create_queues(err) || !ep->create_buffers(err) || !ep->post_all_receives(err))
         return nullptr;
+    set_ack_timeout(ep->id_.get());
     return ep;
 }
 

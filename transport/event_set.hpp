@@ -14,10 +14,11 @@
 namespace pg_rdma::transport {
 
 // Descriptors one connection holds besides its TCP socket: this epoll set,
-// its eventfd and timerfd, the completion channel and the rdma_cm event
-// channel. A process owning N connections needs 5 x N of them (README,
-// "Descriptors").
-inline constexpr int kDescriptorsPerConnection = 5;
+// its eventfd and timerfd, the completion channel, the rdma_cm event
+// channel and, for a connection made by an upgrade, its own copy of the TCP
+// socket (the failover's path, Connection::attach_tcp). A process owning N
+// connections needs 6 x N of them (README, "Descriptors").
+inline constexpr int kDescriptorsPerConnection = 6;
 // In a process forked after its parent used RDMA, a connection also holds a
 // device context of its own (endpoint.hpp): ibv_open_device opens its
 // command descriptor and an asynchronous event descriptor.

@@ -142,13 +142,15 @@ std::size_t Stream::post_iov(const iovec* iov, int iovcnt, bool more) {
 
 int Stream::shutdown_write() {
     if (closed_) return errno = EBADF, -1;
-    close_queued_ = true;
     if (over_tcp()) {
+        if (failover_ == Failover::Failed) return errno = tcp_error_, -1;
+        close_queued_ = true;
         // After the bytes the peer still lacks.
         tcp_shutdown_pending_ = true;
         tcp_progress();
         return 0;
     }
+    close_queued_ = true;
     flush_control();
     update_readiness();
     return 0;
@@ -187,11 +189,13 @@ int Stream::close() {
 }
 
 void Stream::begin_close() {
+    // A failover that is due begins first: a closing end cannot resume.
+    const bool on_tcp = !closed_ && over_tcp();
     closing_ = true;
     // From now on fd() wakes only for events, never for readiness (unread
     // input, a refused write): a drain that waits on it must not spin.
     sleeping_for_ = short{0};
-    if (over_tcp()) {
+    if (on_tcp) {
         tcp_progress();
         return;
     }
@@ -290,6 +294,7 @@ short Stream::events_now(short wanted) {
 
 void Stream::set_interest(short events) {
     interest_ = events;
+    if (closed_ && failover_ != Failover::None) return;
     if (!closed_ && over_tcp()) {
         tcp_progress();
         return;
@@ -397,7 +402,8 @@ int Stream::wait(short wanted, Millis timeout) {
     // readings (at most kPollsPerClockRead polls early), not another one.
     std::optional<Clock::time_point> seen = start;
     if (const short r = spin_until_ready(wanted, limit, reply, seen); r != 0) {
-        if (over_tcp()) return tcp_wait(wanted, timed ? std::chrono::ceil<Millis>(deadline - Clock::now()) : Millis{-1});
+        if (over_tcp())
+            return tcp_wait(wanted, timed ? std::max(Millis{0}, std::chrono::ceil<Millis>(deadline - Clock::now())) : Millis{-1});
         if (reply && (r & POLLIN) != 0) spin_.on_wait(*seen - *start);
         return r;
     }

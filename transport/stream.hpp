@@ -115,9 +115,10 @@ public:
     // --- failover (stream_failover.cpp)
     // The TCP connection the session was upgraded from, which both ends
     // keep open: watched for the peer's failover message, and the stream's
-    // path once the queue pair fails (protocol/failover.hpp). Not owned;
-    // attach again when its number changes, -1 to forget it. False with
-    // errno when fd() cannot watch it.
+    // path once the queue pair fails (protocol/failover.hpp). The stream
+    // keeps a number of its own for it (a close-on-exec dup), so the
+    // caller's number may change or close. -1 forgets it. False with errno
+    // when it cannot be kept or watched.
     bool attach_tcp(int fd);
     // The session moved onto TCP after the queue pair failed (and carries
     // on there); why RDMA failed; empty while it has not.
@@ -373,11 +374,14 @@ private:
     ConnectionStats stats_;
 
     // Failover (stream_failover.cpp).
-    int tcp_fd_ = -1;                  // the session's TCP connection (not owned)
+    FileDescriptor tcp_copy_;          // our own number for the session's TCP connection
+    int tcp_fd_ = -1;                  // tcp_copy_'s, -1 without one
     std::uint32_t tcp_watched_ = 0;    // its epoll events in fd() (0: not watched)
     bool tcp_gone_ = false;            // it ended (EOF, reset): nothing can move onto it
     bool failover_wanted_ = false;     // fail() met a fault that TCP can mend
     bool salvage_broken_ = false;      // a completion taken after the fault did not add up
+    bool failover_refused_ = false;    // the peer asked after a failure of ours TCP cannot mend
+    protocol::FailoverMessage own_failover_;  // what we sent
     Failover failover_ = Failover::None;
     Clock::time_point failover_deadline_{};
     std::array<std::uint8_t, protocol::kFailoverMessageSize> peer_failover_{};

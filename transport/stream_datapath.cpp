@@ -319,6 +319,10 @@ std::uint32_t Stream::hold_room(std::uint32_t want) const {
 }
 
 std::uint32_t Stream::post_data(const std::uint8_t* src, std::uint32_t len, bool more) {
+    // After a failure nothing more goes into staging: the failover resends
+    // what is there, and bytes the caller is not told were taken must not
+    // be among them.
+    if (error_ != 0) return 0;
     if (held_ > 0 && hold_room(len) == 0 && !post_held()) return 0;
     if (!send_credits_.can_send_data() || !sq_.has_room()) return 0;
     const std::uint32_t chunk = hold_room(len);
@@ -327,7 +331,9 @@ std::uint32_t Stream::post_data(const std::uint8_t* src, std::uint32_t len, bool
     staging_.fill(chunk);
     held_ += chunk;
     // A hold that cannot grow goes out now rather than at the next call.
-    if ((!more || hold_room(1) == 0) && !post_held() && error_ != 0) return 0;
+    // A failed post loses the chunk, unless the failover will resend it:
+    // then it counts as written (as in post_whole).
+    if ((!more || hold_room(1) == 0) && !post_held() && error_ != 0 && !failover_wanted_) return 0;
     return chunk;
 }
 
@@ -421,6 +427,7 @@ bool Stream::wants_every_completion() const {
 }
 
 void Stream::arm_completions(bool solicited_only) {
+    if (!link_) return;  // failed over: the verbs resources are gone
     // The event is taken only now, with the arm: until then it kept fd()
     // readable, and a sleep must not find it there.
     if (completion_event_pending_) {

@@ -19,6 +19,7 @@
 // number): the completion and rdma_cm channels leave its epoll set and the
 // TCP socket joins it, watched for what the caller waits for.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/epoll.h>
@@ -60,14 +61,22 @@ void pause_for(Millis m) {
 }  // namespace
 
 bool Stream::attach_tcp(int fd) {
+    if (failover_ != Failover::None) return errno = EBUSY, false;
     if (tcp_fd_ >= 0 && tcp_watched_ != 0) (void)events_.watch_tcp(tcp_fd_, tcp_watched_, 0);
     tcp_watched_ = 0;
-    tcp_fd_ = fd;
+    tcp_copy_ = FileDescriptor();
+    tcp_fd_ = -1;
     if (fd < 0 || (stats_.features & protocol::feature::kTcpFailover) == 0) return true;
+    // A number of our own: the program may close or reuse its number (the
+    // client library moves the socket; a forked child's parent closes its
+    // copy), and failover must never write into whatever gets it next.
+    tcp_copy_ = FileDescriptor(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+    if (!tcp_copy_.valid()) return false;
+    tcp_fd_ = tcp_copy_.get();
     // On RDMA the socket is silent until the peer's failover message or its
     // end: watching it costs nothing.
     const std::uint32_t want = EPOLLIN | EPOLLRDHUP;
-    if (!events_.watch_tcp(fd, 0, want)) return false;
+    if (!events_.watch_tcp(tcp_fd_, 0, want)) return false;
     tcp_watched_ = want;
     return true;
 }
@@ -84,17 +93,28 @@ bool Stream::failover_eligible(int code) const {
 
 void Stream::on_tcp_event() {
     if (tcp_fd_ < 0 || failover_ != Failover::None) return;
-    std::uint8_t byte = 0;
-    const ssize_t n = ::recv(tcp_fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    std::array<std::uint8_t, protocol::kFailoverMessageSize> head{};
+    const ssize_t n = ::recv(tcp_fd_, head.data(), head.size(), MSG_PEEK | MSG_DONTWAIT);
     if (n > 0) {
-        // The peer's failover message: its queue pair failed. Ours follows.
+        if (protocol::decode_failover({head.data(), static_cast<std::size_t>(n)}).status ==
+            protocol::DecodeStatus::Error) {
+            // Not ours (a client that wrote on TCP after all): the session
+            // is the program's to judge; stop watching a socket that would
+            // stay readable.
+            tcp_gone_ = true;
+            (void)events_.watch_tcp(tcp_fd_, tcp_watched_, 0);
+            tcp_watched_ = 0;
+            return;
+        }
+        // The peer's failover message: its queue pair failed. Ours follows,
+        // resumable or not (an end that cannot resume says so at once).
         if (error_ == 0) {
             failure_reason_ = "the peer's RDMA connection failed (it said so on TCP)";
             error_ = ECONNRESET;
-            failover_wanted_ = true;
         } else if (!failover_wanted_) {
-            return;  // a failure of ours that TCP cannot mend: the peer learns from our end
+            failover_refused_ = true;  // our own failure is one TCP cannot mend
         }
+        failover_wanted_ = true;
         link_->disconnect();
         return;
     }
@@ -161,10 +181,12 @@ void Stream::begin_failover() {
     keep_and_release_device();
     failover_ = Failover::Exchanging;
     const char* unresumable = !salvaged                    ? "bytes in flight could not be accounted for"
+                              : failover_refused_         ? "this end had failed in a way TCP cannot mend"
                               : closing_ || close_queued_ ? "this end was closing"
                               : peer_bytes_sent_          ? "the peer was closing"
                                                           : nullptr;
-    const auto message = protocol::encode_failover({unresumable == nullptr, rx_.produced(), staging_.head()});
+    own_failover_ = {unresumable == nullptr, rx_.produced(), kept_from_, kept_from_ + kept_.size()};
+    const auto message = protocol::encode_failover(own_failover_);
     const ssize_t sent = ::send(tcp_fd_, message.data(), message.size(), kTcpFlags);
     if (sent != static_cast<ssize_t>(message.size())) {
         failover_failed(sent < 0 ? errno : EIO, std::string("could not send on TCP: ") +
@@ -253,11 +275,10 @@ void Stream::read_peer_failover() {
     if (!decoded.is_ok()) return failover_failed(EPROTO, std::string(decoded.error));
     const protocol::FailoverMessage& peer = decoded.value;
     if (!peer.resumable) return failover_failed(ECONNRESET, "the peer could not resume");
-    // Our staging buffer holds our stream from the first byte no completion
-    // released; the peer must hold everything before it.
-    if (peer.received < kept_from_ || peer.received > kept_from_ + kept_.size())
-        return failover_failed(ECONNRESET, "the peer lacks bytes this end no longer holds");
-    if (peer.sent < rx_.produced()) return failover_failed(EPROTO, "the peer claims to have sent less than arrived");
+    // Judged from both messages, so the peer reaches the same verdict: each
+    // end must still hold the other's missing part of its stream.
+    if (!protocol::resumable_pair(own_failover_, peer))
+        return failover_failed(ECONNRESET, "an end lacks bytes the other no longer holds");
     stats_.bytes_sent += held_;  // the hold goes with the resend
     held_ = 0;
     resend_from_ = peer.received;
@@ -282,6 +303,7 @@ void Stream::push_resend() {
             tcp_error_ = n < 0 ? errno : EPIPE;
         }
     }
+    if (resend_from_ == resend_to_ && !kept_.empty()) kept_ = {};  // all out: the copy goes
     if (tcp_shutdown_pending_ && resend_from_ == resend_to_) {
         tcp_shutdown_pending_ = false;
         (void)::shutdown(tcp_fd_, SHUT_WR);
@@ -293,10 +315,12 @@ void Stream::update_tcp_registration() {
     bool ready = false;
     switch (failover_) {
         case Failover::None: return;  // the RDMA path keeps fd() (update_readiness)
-        case Failover::Exchanging:
+        case Failover::Exchanging: {
             want = EPOLLIN | EPOLLRDHUP;  // the peer's message; the tick ends the wait
-            ready = leftover_bytes() > 0;
+            const short in = sleeping_for_ ? *sleeping_for_ : interest_ ? *interest_ : POLLIN;
+            ready = leftover_bytes() > 0 && (in & (POLLIN | POLLRDHUP)) != 0;
             break;
+        }
         case Failover::Tcp: {
             const short in = sleeping_for_ ? *sleeping_for_ : interest_ ? *interest_ : POLLIN;
             if ((in & (POLLIN | POLLRDHUP)) != 0) {

@@ -85,7 +85,9 @@ constexpr const char* kInstallHint =
       (id, attr, mask))                                                                                          \
     X(Rdmacm, "RDMACM_1.0", int, rdma_resolve_addr,                                                              \
       (rdma_cm_id * id, sockaddr * src, sockaddr * dst, int timeout_ms), (id, src, dst, timeout_ms))            \
-    X(Rdmacm, "RDMACM_1.0", int, rdma_resolve_route, (rdma_cm_id * id, int timeout_ms), (id, timeout_ms))
+    X(Rdmacm, "RDMACM_1.0", int, rdma_resolve_route, (rdma_cm_id * id, int timeout_ms), (id, timeout_ms))     \
+    X(Rdmacm, "RDMACM_1.0", int, rdma_set_option,                                                                \
+      (rdma_cm_id * id, int level, int optname, void* optval, size_t optlen), (id, level, optname, optval, optlen))
 
 #define PG_RDMA_ENUMERATOR(library, version, ret, name, params, args) name,
 enum class Function : std::size_t { PG_RDMA_FORWARDED_FUNCTIONS(PG_RDMA_ENUMERATOR) kCount };

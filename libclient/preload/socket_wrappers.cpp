@@ -76,6 +76,8 @@ ssize_t after_io(SocketEntry& entry, ssize_t n) noexcept {
         warn_session_event("RDMA failed (", entry.connection->failover_reason(),
                            "); the session goes on over its TCP connection");
     }
+    // On TCP since then: its errors are TCP's own, and libpq knows them.
+    if (entry.told_failover) return errno = e, -1;
     if (e == EAGAIN || e == EWOULDBLOCK || e == EINTR || e == EBADF ||
         (entry.connection->poll_events(0) & POLLERR) == 0)
         return errno = e, -1;

@@ -126,12 +126,6 @@ int take_over(int fd, SocketEntry& entry, std::unique_ptr<transport::Connection>
     const int flags = ::fcntl(fd, F_GETFD);
     const int tcp = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (tcp < 0) return errno;
-    // Before `fd` stops being the socket: the connection watches it by number.
-    if (connection->attach_tcp(tcp) != 0) {
-        const int e = errno;
-        libc().close(tcp);
-        return e;
-    }
     const int moved = rebind_epoll(fd, true, [&] {
         return ::dup3(connection->fd(), fd, (flags >= 0 && (flags & FD_CLOEXEC) != 0) ? O_CLOEXEC : 0) < 0 ? errno : 0;
     });

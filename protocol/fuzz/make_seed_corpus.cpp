@@ -133,9 +133,9 @@ void connect_private_data_corpus(const fs::path& dir) {
 }
 
 void failover_corpus(const fs::path& dir) {
-    const Bytes resume = bytes_of(encode_failover({true, 123456, 654321}));
+    const Bytes resume = bytes_of(encode_failover({true, 123456, 600000, 654321}));
     write(dir, "failover-resumable", resume);
-    write(dir, "failover-not-resumable", bytes_of(encode_failover({false, 0, 0})));
+    write(dir, "failover-not-resumable", bytes_of(encode_failover({false, 0, 0, 0})));
     write(dir, "failover-short", Bytes(resume.begin(), resume.begin() + 10));
     write(dir, "failover-then-stream", concat(resume, Bytes(8, 'Q')));
 }

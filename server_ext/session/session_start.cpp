@@ -314,12 +314,16 @@ void note_failover() {
         snprintf(reason, sizeof reason, "%s", why.empty() ? "unknown" : why.c_str());
     }
     // Server log only: this runs inside the backend's own sends, where a
-    // message to the client cannot be added.
+    // message to the client cannot be added. Interrupts held: errfinish()
+    // checks for them, and a pending cancel's ERROR would jump out of the
+    // send hook after the bytes went, which PostgreSQL would send again.
+    HOLD_INTERRUPTS();
     ereport(LOG_SERVER_ONLY,
             (errmsg("pg_rdma: RDMA session with host=%s port=%s moved onto TCP", MyProcPort->remote_host,
                     MyProcPort->remote_port),
              errdetail("RDMA failed: %s. The session goes on over its TCP connection, no byte lost.", reason),
              errhint("Check the RDMA device and link of this host and the client's (rdma link, ip link).")));
+    RESUME_INTERRUPTS();
 }
 
 void claim_pending_row() {
@@ -334,14 +338,19 @@ void claim_pending_row() {
 void log_rdma_failure() {
     BackendSession& s = backend_session();
     if (s.failure_logged || !s.rdma || s.rdma->connection() == nullptr) return;
+    // On TCP since a failover: what fails now is the TCP connection, which
+    // PostgreSQL reports itself.
+    if (s.row.failed_over || s.rdma->connection()->stats().failed_over) return;
     s.failure_logged = true;
     char reason[kReasonSize];
     {
         const std::string why = s.rdma->connection()->failure_reason();
         snprintf(reason, sizeof reason, "%s", why.empty() ? "the connection failed" : why.c_str());
     }
+    HOLD_INTERRUPTS();  // as in note_failover: no ERROR out of the I/O hook
     ereport(LOG, (errmsg("pg_rdma: RDMA session with host=%s port=%s failed: %s", MyProcPort->remote_host,
                          MyProcPort->remote_port, reason)));
+    RESUME_INTERRUPTS();
 }
 
 }  // namespace pg_rdma::server

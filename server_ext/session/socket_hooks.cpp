@@ -79,7 +79,18 @@ int hook_epoll_ctl(int epfd, int op, int fd, epoll_event* event) noexcept {
 int hook_epoll_wait(int epfd, epoll_event* events, int maxevents, int timeout_ms) noexcept {
     BackendSession& s = backend_session();
     if (s.phase == SessionPhase::Rdma) {
-        if (s.rdma->watches(epfd)) return s.rdma->epoll_wait(epfd, events, maxevents, timeout_ms);
+        if (s.rdma->watches(epfd)) {
+            const int n = s.rdma->epoll_wait(epfd, events, maxevents, timeout_ms);
+            // An idle session can fail over inside its wait: its row says so
+            // now, not at the next query.
+            if (!s.row.failed_over && s.rdma->connection() != nullptr &&
+                s.rdma->connection()->stats().failed_over) {
+                const int saved = errno;
+                publish_counters();
+                errno = saved;
+            }
+            return n;
+        }
         // A wait elsewhere: nothing stays held through it.
         if (timeout_ms != 0 && s.rdma->send_held()) publish_counters();
     }

@@ -226,7 +226,39 @@ TEST_CASE("a normal close is not taken for a failover, and the peer's socket end
     CHECK(s->a->read(in.data(), in.size()) == 2);
     CHECK(s->a->read(in.data(), in.size()) == 0);
     CHECK_FALSE(s->a->failed_over());
-    // fd() does not stay readable for the socket's EOF.
+    // fd() does not stay readable for the socket's EOF: after a look that
+    // takes every event in, a reader's fd() is quiet.
+    s->a->set_interest(POLLOUT);
     (void)s->a->poll_events(POLLOUT);
+    s->a->set_interest(POLLRDHUP);
+    pollfd p{s->a->fd(), POLLIN, 0};
+    CHECK(poll(&p, 1, 200) == 1);  // the peer's Close and EOF: ready, truthfully
     CHECK(s->a->failure_reason().empty());
+}
+
+TEST_CASE("bytes whose post the device refused are resent once by the failover, never written twice",
+          "[stream][failover]") {
+    auto s = establish(fast_keepalive(), fast_keepalive());
+    Socket tcp;
+    REQUIRE(s->a->attach_tcp(tcp.fd[0]));
+    REQUIRE(s->b->attach_tcp(tcp.fd[1]));
+    Flow ab{s->a.get(), s->b.get(), 1}, ba{s->b.get(), s->a.get(), 2};
+    run_both(ab, ba, 50'000, 10s);
+    // The next writes' posts fail (a device going away): MSG_MORE writes
+    // and pieces that meet the staging buffer's end take post_data's way.
+    s->pair.wire->refuse_posts = true;
+    std::vector<std::uint8_t> out(3000);
+    std::uint64_t more_sent = 0;
+    for (int i = 0; i < 4; ++i) {
+        for (std::size_t k = 0; k < out.size(); ++k) out[k] = pattern(ab.sent + k, 1);
+        const iovec one{out.data(), out.size()};
+        const ssize_t w = s->a->writev(&one, 1, true);
+        if (w <= 0) break;
+        ab.sent += static_cast<std::uint64_t>(w);
+        more_sent += static_cast<std::uint64_t>(w);
+    }
+    CHECK(more_sent > 0);
+    run_both(ab, ba, 120'000, 20s);  // a wrong or repeated byte fails inside
+    CHECK(s->a->failed_over());
+    CHECK(s->b->failed_over());
 }
