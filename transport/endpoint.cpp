@@ -265,6 +265,7 @@ bool Endpoint::take_peer_gone_event() {
     rdma_cm_event* raw = nullptr;
     while (rdma_get_cm_event(cm_channel_.get(), &raw) == 0) {
         const CmEventPtr event(raw);
+        if (event->event == RDMA_CM_EVENT_DEVICE_REMOVAL) device_removed_ = true;
         if (event->event == RDMA_CM_EVENT_DISCONNECTED || event->event == RDMA_CM_EVENT_DEVICE_REMOVAL) gone = true;
     }
     return gone;

@@ -88,6 +88,7 @@ public:
     [[nodiscard]] int completion_fd() const override { return comp_channel_->fd; }
     [[nodiscard]] int event_fd() const override { return cm_channel_->fd; }
     bool take_peer_gone_event() override;
+    [[nodiscard]] bool device_removed() const override { return device_removed_; }
     void disconnect() override;
 
     [[nodiscard]] std::uint8_t* rx_ring() const override { return rx_ring_.data(); }
@@ -128,6 +129,7 @@ private:
     PinnedBuffer local_;
     CmQp qp_;      // rdma_cm's, or
     QpPtr own_qp_;  // ours, on own_context_
+    bool device_removed_ = false;  // an RDMA_CM_EVENT_DEVICE_REMOVAL came
     ibv_qp* qp_raw_ = nullptr;  // whichever of the two exists
 };
 

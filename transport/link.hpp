@@ -63,6 +63,9 @@ public:
     // Consumes waiting connection events; true if one says the peer is gone
     // (disconnected, or the device went away).
     virtual bool take_peer_gone_event() = 0;
+    // Whether one of those events said this end's device is being removed
+    // (not the peer leaving): for the failure's reason.
+    [[nodiscard]] virtual bool device_removed() const { return false; }
     // Starts the disconnect (the peer sees it as an event).
     virtual void disconnect() = 0;
 

@@ -217,6 +217,8 @@ bool Stream::handle_peer_close(const protocol::CloseMessage& msg) {
 
 void Stream::handle_cm_events() {
     if (link_->take_peer_gone_event()) {
+        if (link_->device_removed() && failure_reason_.empty())
+            failure_reason_ = "this host's RDMA device " + link_->device_name() + " is being removed";
         poll_completions();  // a Close may have landed just before
         on_peer_gone();
     }
