@@ -161,7 +161,7 @@ int Stream::close() {
     begin_close();
     if (failover_ != Failover::None) {
         // On TCP: the bytes the peer lacks go out before the caller closes
-        // the socket (the stream never owned it).
+        // its socket (our own copy closes with the stream).
         const auto deadline = Clock::now() + settings_.close_drain_timeout;
         while (!tcp_drain_done()) {
             const auto left = std::chrono::ceil<Millis>(deadline - Clock::now());
@@ -189,7 +189,8 @@ int Stream::close() {
 }
 
 void Stream::begin_close() {
-    // A failover that is due begins first: a closing end cannot resume.
+    // A failover that is due begins before closing_ is set: an end that
+    // begins it while closing cannot resume.
     const bool on_tcp = !closed_ && over_tcp();
     closing_ = true;
     // From now on fd() wakes only for events, never for readiness (unread
