@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 #include "libclient/preload/conn_policy.hpp"
 #include "libclient/preload/epoll_registry.hpp"
@@ -69,7 +70,6 @@ ssize_t forked_io() noexcept {
 // stderr once. A failover onto TCP is said once too.
 ssize_t after_io(SocketEntry& entry, ssize_t n) noexcept {
     const int e = errno;
-    if (entry.told_failover && (n >= 0 || e != EAGAIN)) return errno = e, n;
     if (n >= 0) return n;
     if (!entry.told_failover && entry.connection->stats().failed_over) {
         entry.told_failover = true;
@@ -84,7 +84,9 @@ ssize_t after_io(SocketEntry& entry, ssize_t n) noexcept {
     if (!entry.told_failure) {
         entry.told_failure = true;
         const std::string why = entry.connection->failure_reason();
-        warn_session_event("the RDMA session failed: ", why.empty() ? std::strerror(e) : why, "");
+        // Views, not a std::string built here: nothing in this noexcept path may throw.
+        warn_session_event("the RDMA session failed: ", why.empty() ? std::string_view(std::strerror(e)) : std::string_view(why),
+                           "");
     }
     errno = ECONNRESET;
     return -1;
