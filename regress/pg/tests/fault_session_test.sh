@@ -236,6 +236,13 @@ client_copy() {
         line="outcome: error $common error=\"$(err_text "$work/copy.err")\""
     fi
     [ "$rc" = 0 ] || { echo "   psql's stderr:"; head -n 8 "$work/copy.err" | sed 's/^/     /'; }
+    grep 'with_rsocket:' "$work/copy.err" | sed 's/^/   psql: /'
+    # A session that moved onto TCP says so once on the client's stderr.
+    if [[ $line == "outcome: intact"* && $tline == transport=tcp ]] &&
+        ! grep -q 'with_rsocket: RDMA failed (.*); the session goes on over its TCP connection' "$work/copy.err"; then
+        echo "FAIL: the COPY's session moved onto TCP and psql's stderr has no failover warning"
+        failures=$((failures + 1))
+    fi
     report_case "$c" "$line" "$BOUND_S"
     rm -f "$work/copy.out"
 }
