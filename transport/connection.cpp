@@ -256,12 +256,20 @@ bool Connection::keep_offered(std::uint64_t state) noexcept {
 }
 
 bool Connection::wait_out_fork_offer() noexcept {
-    const pid_t offering = offering_.load(std::memory_order_acquire);
-    if (offering == 0 || offering == ::gettid()) return false;
-    // The offer holds in_use_ for one socketpair() call; its thread may be
-    // descheduled meanwhile, so no time limit.
-    while (offering_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
-    return in_use_.try_lock();
+    // in_use_ was found held. The offer holds it for one socketpair() call,
+    // its thread perhaps descheduled meanwhile, so no time limit; but it may
+    // also have ended between that try and now, so try again until a try
+    // fails with no offer begun or ended around it: then a call holds it.
+    for (;;) {
+        if (offering_.load(std::memory_order_acquire) == ::gettid()) return false;
+        const std::uint32_t seq = offer_seq_.load(std::memory_order_seq_cst);
+        if (seq % 2 != 0) {
+            while (offer_seq_.load(std::memory_order_seq_cst) == seq) std::this_thread::yield();
+            continue;
+        }
+        if (in_use_.try_lock()) return true;
+        if (offer_seq_.load(std::memory_order_seq_cst) == seq) return false;
+    }
 }
 
 bool Connection::handed_to_child() const noexcept {

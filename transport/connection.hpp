@@ -257,7 +257,7 @@ private:
     // claimable() for a connection that is not simply this
     // process's: out of line, so that every call's check stays short.
     bool keep_offered(std::uint64_t state) noexcept;
-    // A call that found in_use_ held by fork()'s offer (offering_) waits for
+    // A call that found in_use_ held by fork()'s offer (offer_seq_) waits for
     // it (a socketpair() call) instead of failing; true once it holds
     // in_use_. A call from the offering thread itself (a signal handler that
     // interrupted the fork) fails at once.
@@ -282,6 +282,10 @@ private:
     // at this connection under in_use_, else 0: another thread's call is
     // then only delayed, not refused.
     std::atomic<pid_t> offering_{0};
+    // Odd while an offer is under way, raised at its start and its end: a
+    // call whose try failed tells from it whether an offer that has ended
+    // since could have been the holder, when offering_ is already back to 0.
+    std::atomic<std::uint32_t> offer_seq_{0};
     // In a child: its end of the offer made at its fork (-1: none), and
     // that socket's inode, so a number the program closed and reused for
     // another file is never written to or closed.

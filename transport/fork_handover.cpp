@@ -107,7 +107,9 @@ bool ForkHandover::offer(Connection& c, ForkOffer& out) noexcept {
     // watcher's compare-and-swap then refuses the child. offering_ makes a
     // call that meets the lock held here wait instead of failing.
     c.offering_.store(::gettid(), std::memory_order_release);
+    c.offer_seq_.fetch_add(1, std::memory_order_seq_cst);  // odd: under way
     if (!c.in_use_.try_lock()) {
+        c.offer_seq_.fetch_add(1, std::memory_order_seq_cst);
         c.offering_.store(0, std::memory_order_release);
         return false;
     }
@@ -122,6 +124,7 @@ bool ForkHandover::offer(Connection& c, ForkOffer& out) noexcept {
         out = ForkOffer{&c, generation, pair[0], pair[1]};
     }
     c.in_use_.unlock();
+    c.offer_seq_.fetch_add(1, std::memory_order_seq_cst);  // even: ended
     c.offering_.store(0, std::memory_order_release);
     return offerable;
 }
@@ -209,6 +212,17 @@ void ForkHandover::watch() noexcept {
             w.running = false;
             return;
         }
+        // An offer the parent kept before this snapshot is settled now: its
+        // wake-up may have been read by the pass before, whose snapshot did
+        // not hold it yet, and its lingering child would never end it.
+        bool settled = false;
+        for (const ForkOffer& o : list) {
+            if (!Connection::offer_open(o.connection, o.generation) && remove_offer(o.parent_fd)) {
+                end_socket(o.parent_fd);
+                settled = true;
+            }
+        }
+        if (settled) continue;
         if (::poll(fds.data(), fds.size(), -1) < 0) {
             if (errno != EINTR) std::this_thread::sleep_for(kWatchRetryInterval);
             continue;
