@@ -4,20 +4,30 @@
 // Each made session asks the server which transport it is on, and all stay
 // open until the last is made (so that they are concurrent).
 //
-// Usage: crowd CONNINFO N
+// Usage: crowd CONNINFO N [HOLD_S [WAVE]]
 // Prints "connected=N rdma=N tcp=N failed=N", setup latency percentiles in
-// ms ("setup_ms p50=... p99=... max=..."), and one line per failure with
-// libpq's message. Exit 0 only when every connection was made.
+// ms ("setup_ms p50=... p99=... max=..."), this process's descriptors and
+// pinned memory with every session open ("peak descriptors=N pinned_kb=N"),
+// and one line per failure with libpq's message. With HOLD_S, the sessions
+// stay open that many seconds after the peak line, so that a script can
+// look at the server meanwhile. With WAVE, the connections start WAVE at a
+// time, each wave once the one before is made (a pool that grows), and the
+// setup latency is each connection's own, from its wave's start. Exit 0
+// only when every connection was made.
 #include <libpq-fe.h>
 #include <poll.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -34,6 +44,8 @@ struct Attempt {
     std::string error;
 };
 
+const char* conninfo = "";
+
 double percentile(std::vector<double> v, double p) {
     if (v.empty()) return 0;
     std::sort(v.begin(), v.end());
@@ -41,43 +53,48 @@ double percentile(std::vector<double> v, double p) {
     return v[std::min(i, v.size() - 1)];
 }
 
-}  // namespace
+// This process's pinned memory (VmPin, kB): the RDMA sessions' rings.
+long pinned_kb() {
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    while (std::getline(status, line))
+        if (line.rfind("VmPin:", 0) == 0) return std::atol(line.c_str() + 6);
+    return -1;
+}
 
-int main(int argc, char** argv) {
-    if (argc != 3) {
-        std::fprintf(stderr, "usage: crowd CONNINFO N\n");
-        return 2;
-    }
-    const int n = std::atoi(argv[2]);
-    // As a pool sized for this many connections is run: descriptors up to
-    // the hard limit (an RDMA session holds about six).
-    rlimit files{};
-    if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
-        files.rlim_cur = files.rlim_max;
-        (void)setrlimit(RLIMIT_NOFILE, &files);
-    }
-    std::vector<Attempt> attempts(static_cast<std::size_t>(n));
+long descriptors() {
+    std::error_code ec;
+    long n = 0;
+    for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec); !ec && it != std::filesystem::directory_iterator();
+         it.increment(ec))
+        ++n;
+    return ec ? -1 : n - 1;  // the iterator's own descriptor
+}
+
+// Starts [begin, end) at once and drives them until each is made or has
+// failed. False when poll() itself failed.
+bool run_wave(Attempt* begin, Attempt* end) {
     const auto start = Clock::now();
-    for (Attempt& a : attempts) {
-        a.conn = PQconnectStart(argv[1]);
-        if (a.conn == nullptr || PQstatus(a.conn) == CONNECTION_BAD) {
-            a.done = true;
-            a.error = a.conn != nullptr ? PQerrorMessage(a.conn) : "out of memory";
+    for (Attempt* a = begin; a != end; ++a) {
+        a->conn = PQconnectStart(conninfo);
+        if (a->conn == nullptr || PQstatus(a->conn) == CONNECTION_BAD) {
+            a->done = true;
+            a->error = a->conn != nullptr ? PQerrorMessage(a->conn) : "out of memory";
         }
     }
     for (;;) {
         std::vector<pollfd> fds;
         std::vector<Attempt*> owners;
-        for (Attempt& a : attempts) {
-            if (a.done) continue;
-            const short ev = a.last == PGRES_POLLING_READING ? POLLIN : POLLOUT;
-            fds.push_back({PQsocket(a.conn), ev, 0});
-            owners.push_back(&a);
+        for (Attempt* a = begin; a != end; ++a) {
+            if (a->done) continue;
+            const short ev = a->last == PGRES_POLLING_READING ? POLLIN : POLLOUT;
+            fds.push_back({PQsocket(a->conn), ev, 0});
+            owners.push_back(a);
         }
-        if (fds.empty()) break;
+        if (fds.empty()) return true;
         if (poll(fds.data(), fds.size(), 1000) < 0) {
             std::perror("poll");
-            return 3;
+            return false;
         }
         for (std::size_t i = 0; i < fds.size(); ++i) {
             if (fds[i].revents == 0) continue;
@@ -89,6 +106,35 @@ int main(int argc, char** argv) {
             a.ok = a.last == PGRES_POLLING_OK;
             if (!a.ok) a.error = PQerrorMessage(a.conn);
         }
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 3 || argc > 5) {
+        std::fprintf(stderr, "usage: crowd CONNINFO N [HOLD_S [WAVE]]\n");
+        return 2;
+    }
+    const int n = std::atoi(argv[2]);
+    const int hold_s = argc >= 4 ? std::atoi(argv[3]) : 0;
+    const int wave = argc == 5 ? std::atoi(argv[4]) : n;
+    if (n <= 0 || wave <= 0) {
+        std::fprintf(stderr, "crowd: N and WAVE must be positive\n");
+        return 2;
+    }
+    // As a pool sized for this many connections is run: descriptors up to
+    // the hard limit (an RDMA session holds about eight: 1,605 for 200).
+    rlimit files{};
+    if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+        files.rlim_cur = files.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &files);
+    }
+    conninfo = argv[1];
+    std::vector<Attempt> attempts(static_cast<std::size_t>(n));
+    for (std::size_t first = 0; first < attempts.size(); first += static_cast<std::size_t>(wave)) {
+        const std::size_t last = std::min(attempts.size(), first + static_cast<std::size_t>(wave));
+        if (!run_wave(attempts.data() + first, attempts.data() + last)) return 3;
     }
     int rdma = 0, tcp = 0, failed = 0, connected = 0;
     std::vector<double> setup;
@@ -110,6 +156,9 @@ int main(int argc, char** argv) {
     std::printf("connected=%d rdma=%d tcp=%d failed=%d\n", connected, rdma, tcp, failed);
     std::printf("setup_ms p50=%.0f p99=%.0f max=%.0f\n", percentile(setup, 0.5), percentile(setup, 0.99),
                 percentile(setup, 1.0));
+    std::printf("peak descriptors=%ld pinned_kb=%ld\n", descriptors(), pinned_kb());
+    std::fflush(stdout);
+    if (hold_s > 0) std::this_thread::sleep_for(std::chrono::seconds(hold_s));
     int shown = 0;
     for (const Attempt& a : attempts) {
         if (!a.ok && shown++ < 10) std::printf("failed: %s", a.error.c_str());

@@ -4,6 +4,10 @@
 #   1. A storm: 200 libpq connections with with_rsocket=true started at the
 #      same instant from one process (crowd.cpp); every one connects, on
 #      RDMA or by a clean fallback to TCP. Setup latency p50/p99 printed.
+#   1b. Many at once: 500 sessions open together, set up in waves of 100
+#      (a pool growing), every one connects, each on RDMA or after a clean
+#      fallback (a warning naming the cause), and the server's pg_stat_rdma
+#      counts the RDMA ones while all are open.
 #   2. The caps on sessions not yet authenticated: 40 clients that upgrade
 #      and then never send a startup packet, at a server with
 #      pg_rdma.max_unauthenticated_sessions = 8 whose pg_hba.conf rejects
@@ -19,6 +23,7 @@ IP=${RXE_IP:?run in the Soft-RoCE guest}
 . "$(dirname "$(readlink -f "$0")")/../cluster.sh"
 pgrdma=$build/libclient/pgrdma
 STORM=200
+MANY=500 WAVE=100
 STRANGERS=40
 CAP=8
 HOLD_S=40  # how long a stranger holds its session silent
@@ -27,7 +32,7 @@ fail() { echo "FAIL: $*"; echo "--- server log (tail):"; tail -30 "$(pg_cluster_
 
 # 1. The storm.
 PG_CLUSTER_PORT=54420
-pg_cluster_init "$(mktemp -d /tmp/pg_rdma-crowd.XXXXXX)" "$build" "max_connections = $((STORM + 20))"
+pg_cluster_init "$(mktemp -d /tmp/pg_rdma-crowd.XXXXXX)" "$build" "max_connections = $((MANY + 20))"
 pg_cluster_start
 pg_cluster_set_password postgres secret
 pg_cluster_psql -c 'create extension pg_rdma' >/dev/null
@@ -43,6 +48,34 @@ grep -q "^connected=$STORM .* failed=0" <<<"$out" || fail "not every one of $STO
 grep -q "^connected=$STORM rdma=[1-9]" <<<"$out" || fail "no session of the storm got RDMA: $out"
 grep -q 'terminated by signal' "$(pg_cluster_log)" && fail "a backend crashed"
 echo "ok: a storm of $STORM with_rsocket=true connections at once: all connected ($(head -1 <<<"$out"))"
+
+# 1b. Many at once, held open while the server is asked how many it serves
+# over RDMA.
+hold_s=20
+counted=$PG_CLUSTER_WORK/many.count
+(ulimit -l unlimited &&
+     pg_cluster_client "$pgrdma" "$crowd" "dbname=postgres with_rsocket=true" "$MANY" "$hold_s" "$WAVE" \
+         >"$PG_CLUSTER_WORK/many.out" 2>"$PG_CLUSTER_WORK/many.err") &
+many=$!
+at_peak() { grep -q '^peak ' "$PG_CLUSTER_WORK/many.out" 2>/dev/null || ! kill -0 "$many" 2>/dev/null; }
+wait_for 600 at_peak || fail "$MANY sessions in waves of $WAVE did not all finish their setup in 600 s"
+pg_cluster_psql -c "select count(*) from pg_stat_rdma where transport = 'rdma'" >"$counted" 2>&1
+wait "$many" || fail "$MANY sessions in waves of $WAVE: $(cat "$PG_CLUSTER_WORK/many.out");" \
+    "stderr: $(sort "$PG_CLUSTER_WORK/many.err" | uniq -c | head -5)"
+out=$(cat "$PG_CLUSTER_WORK/many.out")
+echo "$out" | sed 's/^/    /'
+grep -q "^connected=$MANY .* failed=0" <<<"$out" || fail "not every one of $MANY connected: $out"
+rdma=$(sed -n 's/^connected=[0-9]* rdma=\([0-9]*\) tcp=\([0-9]*\).*/\1/p' <<<"$out")
+tcp=$(sed -n 's/^connected=[0-9]* rdma=\([0-9]*\) tcp=\([0-9]*\).*/\2/p' <<<"$out")
+[ "$rdma" -ge 1 ] || fail "no session of $MANY got RDMA: $out"
+# Each on TCP went there cleanly: the client said why, once per session.
+warned=$(grep -c 'with_rsocket: RDMA is not possible' "$PG_CLUSTER_WORK/many.err" || true)
+[ "$warned" -eq "$tcp" ] || fail "$tcp sessions on TCP but $warned fallback warnings: $(head -3 "$PG_CLUSTER_WORK/many.err")"
+# The server saw them all at once: its view counts the RDMA sessions the
+# clients found (the psql asking is on TCP).
+[ "$(cat "$counted")" = "$rdma" ] || fail "pg_stat_rdma counted $(cat "$counted") RDMA sessions at the peak, the clients $rdma"
+grep -q 'terminated by signal' "$(pg_cluster_log)" && fail "a backend crashed"
+echo "ok: $MANY concurrent with_rsocket=true sessions (waves of $WAVE): all connected, $rdma on RDMA, $tcp fell back cleanly"
 pg_cluster_stop
 
 # 2. Strangers at a capped server whose pg_hba.conf rejects them.
