@@ -64,8 +64,7 @@ mkdir -p "$RAW" || exit 1
 pg_cluster_init "$(mktemp -d /tmp/pg_rdma-storm.XXXXXX)" "$BUILD" \
   "max_connections = $((largest + CONNECTIONS_SPARE))" "log_connections = off" "log_disconnections = off" ||
   exit 1
-pg_cluster_start || exit 1
-trap 'pg_cluster_stop >/dev/null 2>&1' EXIT
+pg_cluster_start || exit 1  # cluster.sh's EXIT trap stops and removes it
 pg_cluster_set_password postgres secret || exit 1
 pg_cluster_psql -c 'create extension pg_rdma' >/dev/null || exit 1
 postmaster=$(head -n 1 "$PG_CLUSTER_DATA/postmaster.pid")

@@ -229,6 +229,16 @@ bool enter_setup_gate(std::uint64_t pinned_bytes, GateRefusal& refusal) {
     return true;
 }
 
+void count_decline(const char* why, GateRefusal& refusal) {
+    if (gate == nullptr) {  // not preloaded: no session reaches here
+        snprintf(refusal.why, sizeof refusal.why, "%s", why);
+        refusal.log_now = true;
+        refusal.declined_since = 1;
+        return;
+    }
+    refuse(refusal, GetCurrentTimestamp(), why);
+}
+
 void leave_setup_gate() {
     if (my_place == nullptr) return;
     // Whoever holds it now (a sweep may have judged this process gone, and

@@ -38,6 +38,11 @@ struct GateRefusal {
 };
 bool enter_setup_gate(std::uint64_t pinned_bytes, GateRefusal& refusal);
 
+// Counts a decline decided before the gate (pg_hba.conf rejects the
+// address) in the same server-wide rate limit as the gate's own: `refusal`
+// says whether this one logs, and how many it stands for.
+void count_decline(const char* why, GateRefusal& refusal);
+
 // Gives the place back; does nothing without one.
 void leave_setup_gate();
 

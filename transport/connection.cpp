@@ -260,14 +260,20 @@ bool Connection::wait_out_fork_offer() noexcept {
     // its thread perhaps descheduled meanwhile, so no time limit; but it may
     // also have ended between that try and now, so try again until a try
     // fails with no offer begun or ended around it: then a call holds it.
+    // The fences order the claim's acquire-only exchange against the
+    // counter, as offer() does on its side.
     for (;;) {
-        if (offering_.load(std::memory_order_acquire) == ::gettid()) return false;
+        std::atomic_thread_fence(std::memory_order_seq_cst);
         const std::uint32_t seq = offer_seq_.load(std::memory_order_seq_cst);
         if (seq % 2 != 0) {
+            // A signal handler inside this thread's own offer would wait
+            // for itself.
+            if (offering_.load(std::memory_order_acquire) == ::gettid()) return false;
             while (offer_seq_.load(std::memory_order_seq_cst) == seq) std::this_thread::yield();
             continue;
         }
         if (in_use_.try_lock()) return true;
+        std::atomic_thread_fence(std::memory_order_seq_cst);
         if (offer_seq_.load(std::memory_order_seq_cst) == seq) return false;
     }
 }

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -87,6 +88,18 @@ void wake(int fd) noexcept {
     if (fd >= 0) (void)!::write(fd, &one, sizeof one);
 }
 
+// Whether the offer's end is still the socket the offer made.
+bool still_ours(const ForkOffer& o) noexcept {
+    struct stat st {};
+    return o.parent_fd >= 0 && ::fstat(o.parent_fd, &st) == 0 && st.st_ino == o.parent_ino;
+}
+
+// Ends the parent's end of an offer the parent kept, unless the program
+// has closed that number and it is another file's by now.
+void end_kept_offer(const ForkOffer& o) noexcept {
+    if (still_ours(o)) end_socket(o.parent_fd);
+}
+
 // Takes `fd`'s offer out of the watcher's list; false if it was not there.
 bool remove_offer(int fd) noexcept {
     Watcher& w = watcher();
@@ -108,6 +121,7 @@ bool ForkHandover::offer(Connection& c, ForkOffer& out) noexcept {
     // call that meets the lock held here wait instead of failing.
     c.offering_.store(::gettid(), std::memory_order_release);
     c.offer_seq_.fetch_add(1, std::memory_order_seq_cst);  // odd: under way
+    std::atomic_thread_fence(std::memory_order_seq_cst);    // before the claim's exchange
     if (!c.in_use_.try_lock()) {
         c.offer_seq_.fetch_add(1, std::memory_order_seq_cst);
         c.offering_.store(0, std::memory_order_release);
@@ -121,7 +135,8 @@ bool ForkHandover::offer(Connection& c, ForkOffer& out) noexcept {
     if (offerable) {
         const std::uint64_t generation = g_fork_generation.fetch_add(1, std::memory_order_relaxed) + 1;
         c.fork_state_.store(generation << kGenerationShift | kOffered, std::memory_order_release);
-        out = ForkOffer{&c, generation, pair[0], pair[1]};
+        struct stat st {};
+        out = ForkOffer{&c, generation, pair[0], pair[1], ::fstat(pair[0], &st) == 0 ? st.st_ino : 0};
     }
     c.in_use_.unlock();
     c.offer_seq_.fetch_add(1, std::memory_order_seq_cst);  // even: ended
@@ -218,7 +233,7 @@ void ForkHandover::watch() noexcept {
         bool settled = false;
         for (const ForkOffer& o : list) {
             if (!Connection::offer_open(o.connection, o.generation) && remove_offer(o.parent_fd)) {
-                end_socket(o.parent_fd);
+                end_kept_offer(o);
                 settled = true;
             }
         }
@@ -226,6 +241,13 @@ void ForkHandover::watch() noexcept {
         if (::poll(fds.data(), fds.size(), -1) < 0) {
             if (errno != EINTR) std::this_thread::sleep_for(kWatchRetryInterval);
             continue;
+        }
+        if ((fds[0].revents & POLLNVAL) != 0) {
+            // The program closed the wake-up descriptor (a closefrom()):
+            // forget it rather than poll it for ever; the next fork with
+            // offers makes another, and this loop reads it each pass.
+            const std::lock_guard guard(w.lock);
+            if (w.wake_fd.load() == wake_fd) w.wake_fd.store(-1);
         }
         const bool woken = (fds[0].revents & POLLIN) != 0;
         if (woken) {
@@ -242,7 +264,7 @@ void ForkHandover::watch() noexcept {
                 if (remove_offer(o.parent_fd)) answer(o);
             } else if (woken && !Connection::offer_open(o.connection, o.generation)) {
                 // The parent kept it: the child end sees EOF, a claim is refused.
-                if (remove_offer(o.parent_fd)) end_socket(o.parent_fd);
+                if (remove_offer(o.parent_fd)) end_kept_offer(o);
             }
         }
     }

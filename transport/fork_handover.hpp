@@ -42,6 +42,9 @@ struct ForkOffer {
     std::uint64_t generation = 0;
     int parent_fd = -1;
     int child_fd = -1;
+    // parent_fd's inode: a number the program closed behind the watcher
+    // and reused for another file is never shut down or closed by it.
+    ino_t parent_ino = 0;
 };
 
 class ForkHandover {

@@ -111,8 +111,9 @@ StepStatus ClientUpgrade::receive_reply() {
             case protocol::kReplyDecline:
                 fail(err, ECONNREFUSED,
                      "the server declined RDMA for this session (its log says why: no RDMA device on that address, "
-                     "its memlock limit, or its caps on sessions not yet authenticated, "
-                     "pg_rdma.max_unauthenticated_sessions and _memory)");
+                     "its memlock limit, its caps on sessions not yet authenticated, "
+                     "pg_rdma.max_unauthenticated_sessions and _memory, or a pg_hba.conf that rejects this "
+                     "client's address)");
                 return fall_back(UpgradeOutcome::TcpSame, std::move(err));
             case protocol::kReplyError:
                 fail(err, EPROTONOSUPPORT,

@@ -14,6 +14,7 @@
 
 #include "server_ext/session/backend_session.hpp"
 #include "server_ext/session/first_packet.hpp"
+#include "server_ext/session/hba_precheck.hpp"
 #include "server_ext/session/output_batching.hpp"
 #include "server_ext/session/rdma_address.hpp"
 #include "server_ext/session/real_calls.hpp"
@@ -37,13 +38,13 @@ constexpr std::size_t kReasonSize = 512;  // bytes of a reason in a log line
 
 // What start_session decided, for the C-style reporting below.
 struct Report {
-    enum Kind { None, Upgraded, StayedTcp, Declined, NotOffered, NotAccepting, OverCap, Fatal } kind = None;
+    enum Kind { None, Upgraded, StayedTcp, Declined, NotOffered, NotAccepting, HbaRejects, OverCap, Fatal } kind = None;
     char reason[kReasonSize] = {};
     char device[kStatFieldSize] = {};
     int protocol_version = 0;
     std::uint32_t rx_buffer_size = 0;
     int transport_descriptors = 0;  // opened by the upgrade, for PostgreSQL's count
-    GateRefusal refusal;            // OverCap
+    GateRefusal refusal;            // OverCap, HbaRejects
 };
 
 // Descriptors this process has open: the upgrade's are reported to
@@ -123,6 +124,22 @@ bool decide(int fd, Report& report) noexcept {
             s.phase = SessionPhase::Tcp;
             s.pending.clear();
             report.kind = offered ? Report::NotAccepting : Report::NotOffered;
+            if (!send_decline(fd)) set_reason(report, "the decline could not be sent");
+            return true;
+        }
+        // An address no line of pg_hba.conf could admit: PostgreSQL will
+        // refuse it whatever it sends, and says so on TCP; nothing pinned.
+        const HbaPrecheck hba = precheck_hba(MyProcPort->raddr.addr);
+        if (!hba.could_admit) {
+            s.phase = SessionPhase::Tcp;
+            s.pending.clear();
+            report.kind = Report::HbaRejects;
+            char why[160];
+            if (hba.line > 0)
+                snprintf(why, sizeof why, "no line of pg_hba.conf admits this address (rejected by line %d)", hba.line);
+            else
+                snprintf(why, sizeof why, "no line of pg_hba.conf matches this address");
+            count_decline(why, report.refusal);
             if (!send_decline(fd)) set_reason(report, "the decline could not be sent");
             return true;
         }
@@ -221,16 +238,22 @@ void report_decision(const Report& r) {
                                  "pg_rdma.listen_addresses%s%s",
                                  host, port, r.reason[0] != '\0' ? "; " : "", r.reason)));
             break;
+        case Report::HbaRejects:
         case Report::OverCap:
-            // A crowd or a flood: one line for many, at most every few seconds.
+            // A crowd, or a flood of strangers: one line for many, at most
+            // every few seconds, both kinds under one limit. A rejected
+            // client that goes on also gets PostgreSQL's own refusal.
             if (r.refusal.log_now)
                 ereport(LOG, (errmsg("pg_rdma: declined %llu RDMA upgrade(s) since the last such line, the "
                                      "latest from host=%s port=%s; those sessions continue on TCP",
                                      static_cast<unsigned long long>(r.refusal.declined_since), host, port),
-                              errdetail("%s.", r.refusal.why),
-                              errhint("Raise pg_rdma.max_unauthenticated_sessions or "
-                                      "pg_rdma.max_unauthenticated_memory if these are your own clients "
-                                      "connecting at once.")));
+                              errdetail("%s; nothing was pinned for it.", r.refusal.why),
+                              r.kind == Report::HbaRejects
+                                  ? errhint("PostgreSQL refuses these clients whatever they send; if they should "
+                                            "connect, admit their address in pg_hba.conf and reload.")
+                                  : errhint("Raise pg_rdma.max_unauthenticated_sessions or "
+                                            "pg_rdma.max_unauthenticated_memory if these are your own clients "
+                                            "connecting at once.")));
             break;
         case Report::Fatal:
             // The client is mid-handshake: an ErrorResponse on the TCP

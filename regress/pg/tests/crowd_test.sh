@@ -10,11 +10,14 @@
 #      counts the RDMA ones while all are open.
 #   2. The caps on sessions not yet authenticated: 40 clients that upgrade
 #      and then never send a startup packet, at a server with
-#      pg_rdma.max_unauthenticated_sessions = 8 whose pg_hba.conf rejects
-#      their address: at most 8 get a queue pair, the others are declined
-#      ('N', TCP), the memory pinned by the backends stays within the cap,
-#      the declines are logged in a few rate-limited lines, and a real
-#      session still connects once the strangers are gone.
+#      pg_rdma.max_unauthenticated_sessions = 8: at most 8 get a queue
+#      pair, the others are declined ('N', TCP), the memory pinned by the
+#      backends stays within the cap, the declines are logged in a few
+#      rate-limited lines, and a real session still connects once the
+#      strangers are gone.
+#   3. Strangers whose address pg_hba.conf rejects: every one is declined
+#      before anything is pinned (no queue pair, no pinned memory), and a
+#      with_rsocket=true client from there hears PostgreSQL's own refusal.
 # Usage: crowd_test.sh BUILD_DIR CROWD UPGRADE_PROBE
 set -euo pipefail
 build=$1 crowd=$2 probe=$3
@@ -78,11 +81,10 @@ grep -q 'terminated by signal' "$(pg_cluster_log)" && fail "a backend crashed"
 echo "ok: $MANY concurrent with_rsocket=true sessions (waves of $WAVE): all connected, $rdma on RDMA, $tcp fell back cleanly"
 pg_cluster_stop
 
-# 2. Strangers at a capped server whose pg_hba.conf rejects them.
+# 2. Strangers at a capped server.
 PG_CLUSTER_PORT=54421
 pg_cluster_init "$(mktemp -d /tmp/pg_rdma-strangers.XXXXXX)" "$build" "max_connections = $((STRANGERS + 20))" \
     "pg_rdma.max_unauthenticated_sessions = $CAP" "authentication_timeout = 60s"
-as_pg sed -i "1i host all all $IP/32 reject" "$PG_CLUSTER_DATA/pg_hba.conf"
 pg_cluster_start
 pg_cluster_set_password postgres secret
 log=$(pg_cluster_log)
@@ -96,12 +98,18 @@ pinned_kb() {
     done
     echo "$sum"
 }
+# STRANGERS upgrade probes that then hold their session silent; pids[].
+start_strangers() {
+    rm -f "$PG_CLUSTER_WORK"/stranger.*
+    pids=()
+    local i
+    for i in $(seq "$STRANGERS"); do
+        "$probe" "$IP" "$PG_CLUSTER_PORT" prefer "$HOLD_S" >"$PG_CLUSTER_WORK/stranger.$i" 2>&1 &
+        pids+=($!)
+    done
+}
 before=$(pinned_kb)
-pids=()
-for i in $(seq "$STRANGERS"); do
-    "$probe" "$IP" "$PG_CLUSTER_PORT" prefer "$HOLD_S" >"$PG_CLUSTER_WORK/stranger.$i" 2>&1 &
-    pids+=($!)
-done
+start_strangers
 # Every stranger has its answer (rdma, or tcp after the decline).
 answered() { [ "$(cat "$PG_CLUSTER_WORK"/stranger.* 2>/dev/null | grep -c '^rdma:\|^tcp:')" -ge "$STRANGERS" ]; }
 wait_for 120 answered || fail "not every stranger was answered: $(cat "$PG_CLUSTER_WORK"/stranger.* | sort | uniq -c)"
@@ -124,11 +132,42 @@ for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
 wait 2>/dev/null || true
 # Their places are given back (the backends end at the client's close or
 # at authentication_timeout): a real client gets RDMA again.
-as_pg sed -i "1d" "$PG_CLUSTER_DATA/pg_hba.conf"
-pg_cluster_psql -c 'select pg_reload_conf()' >/dev/null
 pg_cluster_psql -c 'create extension pg_rdma' >/dev/null
 me="select transport from pg_stat_rdma where pid = pg_backend_pid()"
 on_rdma() { [ "$(pg_cluster_client "$pgrdma" psql -X -At -d "dbname=postgres with_rsocket=true" -c "$me" 2>/dev/null)" = rdma ]; }
 wait_for 90 on_rdma || fail "after the strangers left, a client did not get RDMA: $(pg_cluster_client "$pgrdma" psql -X -At -d "dbname=postgres with_rsocket=require" -c "$me" 2>&1)"
 grep -q 'terminated by signal' "$log" && fail "a backend crashed"
 echo "ok: after the strangers left, sessions get RDMA again"
+
+# 3. Strangers whose address no pg_hba.conf line admits: "host all all
+# ADDRESS reject" first, and for replication connections too.
+as_pg sed -i "1i host all all $IP/32 reject\nhost replication all $IP/32 reject" "$PG_CLUSTER_DATA/pg_hba.conf"
+# pg_rdma judges the file only once the postmaster has loaded it: a new
+# session's pg_conf_load_time() is the postmaster's.
+loaded=$(pg_cluster_psql -c 'select pg_conf_load_time()')
+pg_cluster_psql -c 'select pg_reload_conf()' >/dev/null
+reloaded() { [ "$(pg_cluster_psql -c 'select pg_conf_load_time()')" != "$loaded" ]; }
+wait_for 30 reloaded || fail "the server did not reload its configuration"
+before=$(pinned_kb)
+start_strangers
+wait_for 120 answered || fail "not every rejected stranger was answered: $(cat "$PG_CLUSTER_WORK"/stranger.* | sort | uniq -c)"
+rdma=$(cat "$PG_CLUSTER_WORK"/stranger.* | grep -c '^rdma:' || true)
+peak=$(pinned_kb)
+echo "    rejected strangers: $rdma on RDMA of $STRANGERS; backends pin $((peak - before)) kB"
+[ "$rdma" -eq 0 ] || fail "$rdma strangers whose address pg_hba.conf rejects got a queue pair"
+[ "$peak" -le "$before" ] || fail "the backends of rejected strangers pin $((peak - before)) kB"
+grep -q 'DETAIL:  no line of pg_hba.conf admits this address (rejected by line 2); nothing was pinned' "$log" ||
+    fail "no log line says pg_hba.conf rejects the strangers"
+for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+wait 2>/dev/null || true
+# A real client from there: on TCP at once, and PostgreSQL's refusal.
+out=$(pg_cluster_client "$pgrdma" psql -X -At -d "dbname=postgres with_rsocket=true" -c 'select 1' 2>&1) &&
+    fail "a client whose address pg_hba.conf rejects connected: $out"
+grep -q 'pg_hba.conf rejects connection' <<<"$out" || fail "the rejected client did not hear PostgreSQL's refusal: $out"
+# require: the reason is the decline, then nothing more to try.
+out=$(pg_cluster_client "$pgrdma" psql -X -At -d "dbname=postgres with_rsocket=require" -c 'select 1' 2>&1) &&
+    fail "with_rsocket=require connected from a rejected address: $out"
+grep -q 'pg_hba.conf' <<<"$out" || fail "with_rsocket=require from a rejected address does not point at pg_hba.conf: $out"
+echo "    with_rsocket=require from there: $(head -1 <<<"$out")"
+grep -q 'terminated by signal' "$log" && fail "a backend crashed"
+echo "ok: $STRANGERS strangers whose address pg_hba.conf rejects: none on RDMA, nothing pinned; a client hears PostgreSQL's refusal"
