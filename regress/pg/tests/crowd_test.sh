@@ -139,15 +139,32 @@ wait_for 90 on_rdma || fail "after the strangers left, a client did not get RDMA
 grep -q 'terminated by signal' "$log" && fail "a backend crashed"
 echo "ok: after the strangers left, sessions get RDMA again"
 
-# 3. Strangers whose address no pg_hba.conf line admits: "host all all
-# ADDRESS reject" first, and for replication connections too.
-as_pg sed -i "1i host all all $IP/32 reject\nhost replication all $IP/32 reject" "$PG_CLUSTER_DATA/pg_hba.conf"
-# pg_rdma judges the file only once the postmaster has loaded it: a new
-# session's pg_conf_load_time() is the postmaster's.
-loaded=$(pg_cluster_psql -c 'select pg_conf_load_time()')
-pg_cluster_psql -c 'select pg_reload_conf()' >/dev/null
-reloaded() { [ "$(pg_cluster_psql -c 'select pg_conf_load_time()')" != "$loaded" ]; }
-wait_for 30 reloaded || fail "the server did not reload its configuration"
+# 3. Strangers whose address no pg_hba.conf line admits. pg_rdma judges
+# the file only once the postmaster has loaded it: a new session's
+# pg_conf_load_time() is the postmaster's.
+reload_and_wait() {
+    local loaded
+    loaded=$(pg_cluster_psql -c 'select pg_conf_load_time()')
+    pg_cluster_psql -c 'select pg_reload_conf()' >/dev/null
+    reloaded() { [ "$(pg_cluster_psql -c 'select pg_conf_load_time()')" != "$loaded" ]; }
+    wait_for 30 reloaded || fail "the server did not reload its configuration"
+}
+# One stranger's answer: rdma or tcp.
+one_stranger() {
+    timeout 60 "$probe" "$IP" "$PG_CLUSTER_PORT" prefer 1 2>&1 | sed -n 's/^\(rdma\|tcp\):.*/\1/p' | head -1
+}
+# 3a. Ordinary connections rejected, replication ones still possible: a
+# later "host replication" line could admit, so no decline.
+as_pg sed -i "1i host all all $IP/32 reject" "$PG_CLUSTER_DATA/pg_hba.conf"
+reload_and_wait
+[ "$(one_stranger)" = rdma ] || fail "with only 'host all all $IP/32 reject' (replication still admitted) a stranger was declined"
+# 3b. Replication rejected too, but not yet reloaded: PostgreSQL still
+# admits replication from there, so no decline either.
+as_pg sed -i "2i host replication all $IP/32 reject" "$PG_CLUSTER_DATA/pg_hba.conf"
+[ "$(one_stranger)" = rdma ] || fail "a pg_hba.conf edited but not reloaded declined a stranger the loaded rules admit"
+echo "ok: no decline while some connection from the address could be admitted, or before a reload"
+# 3c. Loaded: every connection from there is rejected.
+reload_and_wait
 before=$(pinned_kb)
 start_strangers
 wait_for 120 answered || fail "not every rejected stranger was answered: $(cat "$PG_CLUSTER_WORK"/stranger.* | sort | uniq -c)"
