@@ -11,6 +11,12 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <sstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -187,4 +193,93 @@ TEST_CASE("children that exit, exec or linger leave no thread or descriptor behi
                                         << descriptors() << " (was " << fds_before << ")");
     CHECK(back);
     CHECK(still_ours(conn));
+}
+
+namespace {
+
+// This process's eventfd descriptors.
+std::set<int> eventfds() {
+    std::set<int> found;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+        std::error_code ec;
+        const auto target = std::filesystem::read_symlink(entry.path(), ec);
+        if (!ec && target.string() == "anon_inode:[eventfd]") found.insert(std::stoi(entry.path().filename().string()));
+    }
+    return found;
+}
+
+// CPU time (clock ticks, user + system) of every thread but the main one.
+long other_threads_ticks() {
+    long ticks = 0;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
+        if (entry.path().filename().string() == std::to_string(getpid())) continue;
+        std::ifstream stat(entry.path() / "stat");
+        std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+        const auto close = text.rfind(')');
+        if (close == std::string::npos) continue;
+        std::istringstream fields(text.substr(close + 2));
+        std::string field;
+        long utime = 0, stime = 0;
+        for (int i = 3; fields >> field; ++i) {  // field 3 is the state
+            if (i == 14) utime = std::stol(field);
+            if (i == 15) {
+                stime = std::stol(field);
+                break;
+            }
+        }
+        ticks += utime + stime;
+    }
+    return ticks;
+}
+
+}  // namespace
+
+TEST_CASE("a program that closes the watcher's wake-up descriptor does not make it spin", "[fork]") {
+    // A closefrom() in the parent, as daemons do, closes the watcher's
+    // eventfd behind it: polled again, that number says POLLNVAL at once,
+    // for ever. Two lingering children, one offer each, so that the
+    // watcher polls again after the first one's offer is settled.
+    // The watcher's eventfd is the one there before any connection (an
+    // earlier case's fork made it), or the one the first fork made.
+    std::set<int> watchers = eventfds();
+    auto s1 = establish();
+    auto s2 = establish();
+    Connection first(std::move(s1->a));
+    const std::set<int> before_fork = eventfds();
+    const pid_t child1 = fork();  // offers `first`; lingers, never claims
+    if (child1 == 0) {
+        pause();
+        _exit(0);
+    }
+    for (const int fd : eventfds())
+        if (before_fork.count(fd) == 0) watchers.insert(fd);
+    Connection second(std::move(s2->a));
+    const pid_t child2 = fork();  // offers `second` (first's offer is still open)
+    if (child2 == 0) {
+        pause();
+        _exit(0);
+    }
+    REQUIRE(eventually([] { return threads() == 2; }));  // the watcher serves both offers
+    int closed = 0;
+    for (const int fd : eventfds()) {
+        if (watchers.count(fd) == 0) continue;
+        ::close(fd);
+        ++closed;
+    }
+    REQUIRE(closed == 1);
+    // The first child goes: its offer is settled, the other still open.
+    kill(child1, SIGKILL);
+    waitpid(child1, nullptr, 0);
+    const long ticks_before = other_threads_ticks();
+    std::this_thread::sleep_for(1s);
+    const long spent = other_threads_ticks() - ticks_before;
+    INFO("the watcher spent " << spent << " ticks of " << sysconf(_SC_CLK_TCK) << " in the second after");
+    CHECK(spent < sysconf(_SC_CLK_TCK) / 4);
+    // The second child's end closing still settles its offer, and the
+    // parent keeps both connections.
+    kill(child2, SIGKILL);
+    waitpid(child2, nullptr, 0);
+    CHECK(eventually([] { return threads() == 1; }));
+    CHECK(still_ours(first));
+    CHECK(still_ours(second));
 }
