@@ -5,8 +5,12 @@
 
 #include "server_ext/pg_headers.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 extern "C" {
 #include "libpq/hba.h"
+#include "utils/pidfile.h"
 }
 
 namespace pg_rdma::server::compat {
@@ -57,6 +61,48 @@ inline bool auth_line_from_other_file(const TokenizedAuthLine* line, const char*
 #else
     (void)top;
     return line->raw_line == nullptr || std::strchr(line->raw_line, '@') != nullptr;
+#endif
+}
+
+// Starts a set-returning function that returns a tuplestore (materialize
+// mode), with no options. 16 renamed SetSingleFuncCall.
+inline void init_materialized_srf(FunctionCallInfo fcinfo) {
+#if PG_VERSION_NUM >= 160000
+    InitMaterializedSRF(fcinfo, 0);
+#else
+    SetSingleFuncCall(fcinfo, 0);
+#endif
+}
+
+// Whether the postmaster started this backend only to refuse the session
+// (starting up, shutting down, a standby not yet open for connections).
+// Up to 16 its verdict is in the Port. 17 keeps it only in a parameter of
+// BackendInitialize(), so the status line the postmaster writes into
+// postmaster.pid answers instead: it names every such state except "too
+// many children" (which PostgreSQL then reports over RDMA). A file that
+// cannot be read answers "not refused": PostgreSQL still decides.
+inline bool backend_started_to_refuse() {
+#if PG_VERSION_NUM >= 170000
+    // postmaster.pid is a few short lines; the status is line 8.
+    constexpr size_t pid_file_max_bytes = 1024;
+    char text[pid_file_max_bytes + 1];
+    char path[MAXPGPATH];
+    snprintf(path, sizeof path, "%s/postmaster.pid", DataDir);
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    const ssize_t n = ::read(fd, text, pid_file_max_bytes);
+    ::close(fd);
+    if (n <= 0) return false;
+    text[n] = '\0';
+    const char* line = text;
+    for (int i = 1; i < LOCK_FILE_LINE_PM_STATUS && line != nullptr; ++i) {
+        line = std::strchr(line, '\n');
+        if (line != nullptr) ++line;
+    }
+    if (line == nullptr || *line == '\0') return false;  // no status line: PostgreSQL decides
+    return std::strncmp(line, PM_STATUS_READY, std::strlen(PM_STATUS_READY)) != 0;
+#else
+    return MyProcPort->canAcceptConnections != CAC_OK;
 #endif
 }
 

@@ -3,6 +3,7 @@
 #include "server_ext/stat_slots.hpp"
 
 #include "server_ext/pg_headers.hpp"
+#include "server_ext/pg_compat.hpp"
 
 extern "C" {
 PG_FUNCTION_INFO_V1(pg_stat_get_rdma);
@@ -21,7 +22,7 @@ Datum text_or_null(const char* s, bool& is_null) {
 
 Datum pg_stat_get_rdma(PG_FUNCTION_ARGS) {
     auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
-    SetSingleFuncCall(fcinfo, 0);
+    pg_rdma::server::compat::init_materialized_srf(fcinfo);
 
     for (int i = 0; i < pg_rdma::server::stat_slot_count(); ++i) {
         pg_rdma::server::StatRow r;

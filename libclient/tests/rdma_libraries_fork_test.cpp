@@ -6,7 +6,7 @@
 // of slow_rdmacm/ (meson.build), whose constructor says when the load is
 // under way and then sleeps, so the fork lands inside the load; a check
 // below proves it did, rather than trusting the timing.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <pthread.h>
 #include <sys/wait.h>

@@ -3,7 +3,7 @@
 // headers only), so every verbs or rdma_cm call below reaches the real
 // library through the forwarders, loaded on first use. The host needs no
 // RDMA device for that; what a device-less host answers is the library's.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <dlfcn.h>
 #include <infiniband/verbs.h>

@@ -1,7 +1,7 @@
 // Client side: check_agreement accepts exactly the answers a server following
 // negotiate() could give to this client's offer, whatever its keepalive
 // bounds, and names each inconsistency.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <string_view>
 

@@ -1,5 +1,5 @@
 // The rdma_connect() private data that carries the nonce from the 'R' reply.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <vector>
 

@@ -1,7 +1,7 @@
 // Control messages: the decoder refuses anything a peer could get wrong or
 // forge — short input, unknown opcodes and versions, set reserved bytes and
 // flags, and every value out of range — and says why without throwing.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <limits>
 #include <string_view>

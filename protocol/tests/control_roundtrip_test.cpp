@@ -1,6 +1,6 @@
 // Control messages: every kind encodes to the documented bytes and decodes
 // back to the same value.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include "protocol/byte_order.hpp"
 #include "protocol/control.hpp"

@@ -1,6 +1,6 @@
 // The failover message (protocol/failover.hpp): round trip, and what a
 // decoder must refuse.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include "protocol/failover.hpp"
 

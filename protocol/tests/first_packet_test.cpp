@@ -1,6 +1,6 @@
 // Server side: the first bytes of a session are our upgrade request, a prefix
 // of it, or PostgreSQL's business — never an error.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <vector>
 

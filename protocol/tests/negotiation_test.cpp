@@ -1,7 +1,7 @@
 // Server-side negotiation: version, features and keepalive are merged by the
 // rules in negotiation.hpp, keepalive within the server's bounds; invalid
 // offers and invalid bounds are refused with BadParameters.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <algorithm>
 #include <cstdint>

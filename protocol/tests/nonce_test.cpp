@@ -1,5 +1,5 @@
 // Nonces come from OpenSSL's CSPRNG: fresh on every call.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <algorithm>
 #include <set>

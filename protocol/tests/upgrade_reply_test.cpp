@@ -1,6 +1,6 @@
 // Client side: the server's answer to the upgrade request — an RDMA endpoint
 // ('R'), a decline ('N') or an ErrorResponse from a server without pg_rdma.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <vector>
 

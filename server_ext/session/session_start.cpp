@@ -25,6 +25,7 @@
 #include "transport/tcp_upgrade.hpp"
 
 #include "server_ext/pg_headers.hpp"
+#include "server_ext/pg_compat.hpp"
 
 extern "C" {
 // Exported by the postgres executable, not declared in its headers.
@@ -119,7 +120,7 @@ bool decide(int fd, Report& report) noexcept {
         // A backend the postmaster started only to refuse the session (too
         // many clients, starting up, shutting down) does not build a queue
         // pair to say so: the client hears PostgreSQL's refusal on TCP.
-        const bool accepting = MyProcPort->canAcceptConnections == CAC_OK;
+        const bool accepting = !compat::backend_started_to_refuse();
         if (!offered || !accepting) {
             s.phase = SessionPhase::Tcp;
             s.pending.clear();

@@ -1,6 +1,6 @@
 #include "server_ext/listen_list.hpp"
 
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 using pg_rdma::server::merged_listen_addresses;
 using pg_rdma::server::parse_address_list;

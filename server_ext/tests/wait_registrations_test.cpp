@@ -2,7 +2,7 @@
 #include <poll.h>
 #include <sys/epoll.h>
 
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include "server_ext/session/wait_registrations.hpp"
 

@@ -1,5 +1,5 @@
 // CallClaim: one call at a time, the others refused rather than queued.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <atomic>
 #include <mutex>

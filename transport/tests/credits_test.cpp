@@ -1,4 +1,4 @@
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include "transport/credits.hpp"
 

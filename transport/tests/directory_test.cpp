@@ -2,7 +2,7 @@
 // the descriptor checks of the other tests rely on.
 #include "transport/directory.hpp"
 
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,6 +1,6 @@
 #include "fake_link.hpp"
 
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <arpa/inet.h>
 #include <sys/eventfd.h>

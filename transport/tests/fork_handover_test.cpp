@@ -3,7 +3,7 @@
 // it, that other threads are never disturbed by a fork, and that nothing is
 // left behind. The bytes of a taken-over session cross real verbs in the
 // guest test (tests/rdma/life_cycle_test.cpp).
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <sys/wait.h>
 #include <unistd.h>

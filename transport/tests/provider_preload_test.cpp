@@ -1,5 +1,5 @@
 // Which rdma-core provider a kernel driver needs.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <rdma/ib_user_ioctl_verbs.h>
 #include <sys/stat.h>

@@ -1,6 +1,6 @@
 // The kernel's rdma netlink answers that say which drivers serve the
 // devices: reading them, and the requests that ask.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <linux/netlink.h>
 #include <rdma/ib_user_ioctl_verbs.h>

@@ -2,7 +2,7 @@
 // thread held the lock must still be able to take it (its exit handler
 // does), or the child hangs forever at exit. No RDMA needed: the exit
 // handler takes the lock with or without connections.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <signal.h>
 #include <sys/wait.h>

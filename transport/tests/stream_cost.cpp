@@ -11,7 +11,7 @@
 // pg_rdma::transport, so neither the link nor this driver is in the
 // figure. A real device's verbs calls are not either: they are the same
 // for every program over the device. Prints how many messages it measured.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <poll.h>
 

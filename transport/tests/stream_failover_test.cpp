@@ -3,7 +3,7 @@
 // is cut mid-stream, with bytes in flight both ways, and the stream must go
 // on over the socket with every byte once and in order, or end with an
 // error that names RDMA when it cannot.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -127,7 +127,7 @@ TEST_CASE("when the queue pair fails mid-stream both ends move onto TCP and ever
     CHECK(s->a->failed_over());
     CHECK(s->b->failed_over());
     CHECK(s->a->stats().failed_over);
-    CHECK_THAT(s->a->failover_reason() + s->b->failover_reason(), Catch::Contains("keepalive"));
+    CHECK_THAT(s->a->failover_reason() + s->b->failover_reason(), testing::contains_text("keepalive"));
     // The TCP path keeps socket semantics: shutdown is the peer's EOF, after
     // every byte.
     REQUIRE(s->a->shutdown_write() == 0);
@@ -188,7 +188,7 @@ TEST_CASE("a failover the peer never answers ends in an error that names RDMA, w
     std::uint8_t byte = 0;
     CHECK(s->a->read(&byte, 1) == -1);
     CHECK(errno == ETIMEDOUT);
-    CHECK_THAT(s->a->failure_reason(), Catch::Contains("RDMA failed") && Catch::Contains("could not move onto TCP"));
+    CHECK_THAT(s->a->failure_reason(), testing::contains_text("RDMA failed") && testing::contains_text("could not move onto TCP"));
     CHECK_FALSE(s->a->failed_over());
 }
 

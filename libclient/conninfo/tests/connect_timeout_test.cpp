@@ -1,5 +1,5 @@
 // connect_timeout read as libpq 15 reads it.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include "libclient/conninfo/connect_timeout.hpp"
 

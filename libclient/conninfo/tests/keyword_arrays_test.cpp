@@ -1,5 +1,5 @@
 // with_rsocket in PQconnectdbParams keyword arrays, expand_dbname included.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <optional>
 #include <string>

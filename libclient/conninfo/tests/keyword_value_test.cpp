@@ -1,5 +1,5 @@
 // with_rsocket in keyword/value strings, by libpq's lexical rules.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <string>
 

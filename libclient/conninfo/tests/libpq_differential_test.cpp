@@ -2,7 +2,7 @@
 // string here, libpq must parse our rewritten string to exactly the keywords
 // and values it finds in the same string with with_rsocket removed by other
 // means, and must reject the original (which is why the rewrite exists).
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <libpq-fe.h>
 

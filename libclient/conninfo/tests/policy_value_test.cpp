@@ -1,5 +1,5 @@
 // The value spellings of with_rsocket: the backend's parse_bool() plus require.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <string>
 

@@ -1,5 +1,5 @@
 // Where a connection's policy comes from: connection > service file > WITH_RSOCKET > off.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <cstdlib>
 

@@ -1,5 +1,5 @@
 // with_rsocket in pg_service.conf by libpq 15's reading rules.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <map>
 

@@ -1,5 +1,5 @@
 // with_rsocket as a URI query parameter, by libpq's URI rules.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <string>
 

@@ -3,7 +3,7 @@
 // refuse a slot the loader has not bound yet (its content is a PLT stub,
 // not the real function) and must leave a writable .got.plt writable.
 // meson runs it with LD_BIND_NOW empty, so binding really is lazy.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <sys/epoll.h>
 #include <sys/socket.h>

@@ -4,7 +4,7 @@
 // (.plt.got), and with gold, which gives it a JUMP_SLOT and a GLOB_DAT slot.
 // Every check observes real calls: the replacement counts and forwards to
 // the original it was handed.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <dlfcn.h>
 #include <sys/epoll.h>

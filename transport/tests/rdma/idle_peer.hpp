@@ -6,7 +6,7 @@
 // work normally.
 #pragma once
 
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <poll.h>
 #include <sys/resource.h>

@@ -1,7 +1,7 @@
 // How much inline data a queue pair gets, against the real rxe device:
 // asking more than the device takes must still give inline writes (the
 // largest size on the halving ladder it accepts), not lose them.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include "peer_process.hpp"
 #include "transport/endpoint.hpp"

@@ -1,7 +1,7 @@
 // A connection's life cycle in the homes it gets: a forked child that drops
 // what it inherited, a signal handler that writes (PostgreSQL's quickdie),
 // another thread inside a call while the process exits.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <fcntl.h>
 #include <pthread.h>

@@ -2,7 +2,7 @@
 // peer that is alive but does not call into the transport (psql idle at its
 // prompt, a backend running an hour-long query) must never be declared dead,
 // and the connection must work normally once it calls in again.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <poll.h>
 #include <signal.h>

@@ -1,5 +1,5 @@
 // A peer that dies or misbehaves, against the real rxe device.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <poll.h>
 #include <signal.h>
@@ -177,7 +177,7 @@ TEST_CASE("a malformed control message during the handshake fails the accept and
     auto bad = rendezvous.listener().accept(test_nonce(), nullptr, err);
     CHECK_FALSE(bad);
     CHECK(err.code == EPROTO);
-    CHECK_THAT(err.message, Catch::Contains("reserved"));
+    CHECK_THAT(err.message, testing::contains_text("reserved"));
 
     auto good = rendezvous.accept();
     std::uint8_t ping[64];
@@ -277,7 +277,7 @@ TEST_CASE("a peer that falls silent without disconnecting is declared dead by th
                          .count()
                   << " ms: " << conn->failure_reason());
     CHECK(err == ETIMEDOUT);
-    CHECK_THAT(conn->failure_reason(), Catch::Contains("keepalive"));
+    CHECK_THAT(conn->failure_reason(), testing::contains_text("keepalive"));
     peer.kill(SIGKILL);
     peer.wait();
 }

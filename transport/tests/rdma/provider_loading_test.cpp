@@ -1,7 +1,7 @@
 // A process that sets up RDMA loads the rdma-core provider of the devices
 // present and no other (transport/provider_preload.hpp), and the device
 // still works through it. On the real rxe device, in the Soft-RoCE guest.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <infiniband/verbs.h>
 #include <link.h>

@@ -3,7 +3,7 @@
 // mean, and the listener goes on waiting for the right one. Each client is
 // forked before the parent uses RDMA (as a backend is forked from a
 // postmaster that never does), and learns the listener's port over a pipe.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <cerrno>
 #include <cstdio>

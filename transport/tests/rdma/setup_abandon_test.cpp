@@ -2,7 +2,7 @@
 // to exit or a client's event loop cancelling does) releases everything:
 // afterwards the process holds exactly the descriptors and pinned memory it
 // held before, and the next setup works.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <arpa/inet.h>
 #include <unistd.h>

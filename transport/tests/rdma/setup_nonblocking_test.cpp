@@ -2,7 +2,7 @@
 // stage, each step returns in the time its own work takes, and all the
 // waiting happens in the caller's poll(). And the blocking wrappers keep
 // waiting through signals: EINTR is not a timeout.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <signal.h>
 #include <sys/socket.h>

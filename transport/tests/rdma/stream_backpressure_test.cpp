@@ -1,5 +1,5 @@
 // Flow control against the real rxe device: a stalled reader, many streams.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <poll.h>
 

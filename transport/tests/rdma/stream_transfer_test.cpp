@@ -1,5 +1,5 @@
 // Byte-stream behaviour against the real rxe device: integrity, EOF, close.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <sys/socket.h>
 

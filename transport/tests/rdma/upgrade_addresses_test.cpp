@@ -5,7 +5,7 @@
 //
 // The guest's rxe netdev gets a second address for these tests, so this
 // one host has two RDMA addresses to tell apart.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <arpa/inet.h>
 #include <poll.h>
@@ -90,7 +90,7 @@ TEST_CASE("without a source address this host's RDMA connections come from RXE_I
     transport::Error err;
     auto conn = rendezvous.listener().accept(test_nonce(), reinterpret_cast<const sockaddr*>(&expected), err);
     CHECK_FALSE(conn);
-    CHECK_THAT(err.message, Catch::Contains("came from " + primary_ip() + ":"));
+    CHECK_THAT(err.message, testing::contains_text("came from " + primary_ip() + ":"));
     CHECK(client.wait() == 0);
 }
 

@@ -2,7 +2,7 @@
 // netdev upgrades to RDMA on the device's IPv6 GID (RoCE v2 over IPv6), the
 // reply naming the endpoint as family 6. rxe makes a GID for every IPv6
 // address of its netdev; the test adds a unique local address for itself.
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -2,7 +2,7 @@
 // this process accepts; each side runs its body; the peer must exit 0.
 #pragma once
 
-#include <catch2/catch.hpp>
+#include "testing/catch.hpp"
 
 #include <cstdio>
 
