@@ -11,6 +11,13 @@
 extern "C" {
 #include "libpq/hba.h"
 #include "utils/pidfile.h"
+#if PG_VERSION_NUM >= 180000
+#include "tcop/backend_startup.h"
+#include "tcop/tcopprot.h"
+#else
+// Exported by the postgres executable, declared in its headers from 18 on.
+extern bool Log_disconnections;
+#endif
 }
 
 namespace pg_rdma::server::compat {
@@ -105,5 +112,18 @@ inline bool backend_started_to_refuse() {
     return MyProcPort->canAcceptConnections != CAC_OK;
 #endif
 }
+
+// Whether log_connections asks for a line when a connection is received
+// (the moment pg_rdma reports its transport). 18 made the setting a list
+// of aspects; "on" includes receipt.
+inline bool log_connection_receipt() {
+#if PG_VERSION_NUM >= 180000
+    return (log_connections & LOG_CONNECTION_RECEIPT) != 0;
+#else
+    return Log_connections;
+#endif
+}
+
+inline bool log_disconnections() { return Log_disconnections; }
 
 }  // namespace pg_rdma::server::compat

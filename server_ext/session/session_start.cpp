@@ -27,11 +27,6 @@
 #include "server_ext/pg_headers.hpp"
 #include "server_ext/pg_compat.hpp"
 
-extern "C" {
-// Exported by the postgres executable, not declared in its headers.
-extern bool Log_disconnections;
-}
-
 namespace pg_rdma::server {
 namespace {
 
@@ -214,13 +209,13 @@ void report_decision(const Report& r) {
         case Report::Upgraded:
             // The connection's descriptors stay open until the backend exits.
             for (int i = 0; i < r.transport_descriptors; ++i) ReserveExternalFD();
-            if (Log_connections)
+            if (compat::log_connection_receipt())
                 ereport(LOG, (errmsg("pg_rdma: connection upgraded: with_rsocket=true host=%s port=%s device=%s "
                                      "protocol_version=%d rx_buffer_size=%u",
                                      host, port, r.device, r.protocol_version, r.rx_buffer_size)));
             break;
         case Report::StayedTcp:
-            if (Log_connections)
+            if (compat::log_connection_receipt())
                 ereport(LOG, (errmsg("pg_rdma: connection on TCP: with_rsocket=false host=%s port=%s", host, port)));
             break;
         case Report::Declined:
@@ -267,7 +262,7 @@ void report_decision(const Report& r) {
 }
 
 void log_session_end(int, Datum) {
-    if (!Log_disconnections) return;
+    if (!compat::log_disconnections()) return;
     const BackendSession& s = backend_session();
     long secs = 0;
     int usecs = 0;
