@@ -71,6 +71,18 @@ inline bool auth_line_from_other_file(const TokenizedAuthLine* line, const char*
 #endif
 }
 
+// This backend's client socket, or -1 when there is none (yet). 17 builds
+// the Port (MyProcPort) only after registering the socket with the
+// backend's wait set; from then on the socket the postmaster handed over
+// is in MyClientSocket, set before the backend's main function runs.
+inline int client_socket() {
+    if (MyProcPort != nullptr) return MyProcPort->sock;
+#if PG_VERSION_NUM >= 170000
+    if (MyClientSocket != nullptr) return MyClientSocket->sock;
+#endif
+    return -1;
+}
+
 // Starts a set-returning function that returns a tuplestore (materialize
 // mode), with no options. 16 renamed SetSingleFuncCall.
 inline void init_materialized_srf(FunctionCallInfo fcinfo) {

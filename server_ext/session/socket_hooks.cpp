@@ -11,14 +11,14 @@
 #include "server_ext/session/real_calls.hpp"
 
 #include "server_ext/pg_headers.hpp"
+#include "server_ext/pg_compat.hpp"
 
 namespace pg_rdma::server {
 namespace {
 
 // The backend's client socket, before the session is decided.
 bool is_undecided_client_socket(const BackendSession& s, int fd) {
-    return s.phase == SessionPhase::Undecided && IsUnderPostmaster && MyProcPort != nullptr &&
-           MyProcPort->sock == fd && fd >= 0;
+    return s.phase == SessionPhase::Undecided && IsUnderPostmaster && fd >= 0 && compat::client_socket() == fd;
 }
 
 ssize_t after_rdma_io(ssize_t n) {

@@ -1,7 +1,7 @@
 // The functions that replace recv, send, close, epoll_ctl and epoll_wait in
 // the postgres executable (install.cpp points its GOT slots at them). Each
 // passes every call to the real function unless it concerns this backend's
-// client socket (MyProcPort->sock) or an epoll set waiting on it, so the
+// client socket (compat::client_socket()) or an epoll set waiting on it, so the
 // postmaster, auxiliary processes, files, latches and a backend's own libpq
 // connections are untouched.
 //

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The basics of an RDMA session on whichever PostgreSQL major the build is
+# for (scripts/test runs it on 15, 17 and 18): psql through pgrdma with
+# with_rsocket=require, TLS over RDMA, a cancel from psql (Ctrl-C, libpq's
+# PQcancel), a cancel with libpq 17's PQcancelCreate API (17+), and
+# pg_terminate_backend; the postmaster survives all of it. Each check asks
+# the server which transport the session used (pg_stat_rdma, pg_stat_ssl).
+# Usage: session_basics_test.sh BUILD_DIR CANCEL_API PG_MAJOR   (in the guest, as root)
+set -euo pipefail
+build=$1 cancel_api=$2 major=$3
+: "${RXE_IP:?run in the Soft-RoCE guest (regress/run-rdma-suite)}"
+# shellcheck source=regress/pg/cluster.sh
+. "$(dirname "$(readlink -f "$0")")/../cluster.sh"
+pgrdma=$build/libclient/pgrdma
+PG_CLUSTER_PORT=54450
+pg_cluster_init "$(mktemp -d /tmp/pg_rdma-basics.XXXXXX)" "$build"
+pg_cluster_make_certs
+pg_cluster_start
+pg_cluster_set_password app secret
+pg_cluster_psql -c 'create extension pg_rdma' -c 'grant pg_read_all_stats to app' >/dev/null
+log=$(pg_cluster_log)
+work=$PG_CLUSTER_WORK
+started=$(pg_cluster_psql -c 'select pg_postmaster_start_time()')
+
+fail() { echo "FAIL: $*"; echo "--- server log (tail):"; tail -40 "$log"; exit 1; }
+client() { PGUSER=app pg_cluster_client "$pgrdma" "$@"; }
+rpsql() { local conninfo=$1; shift; client psql -X -At -v ON_ERROR_STOP=1 -d "dbname=postgres with_rsocket=require $conninfo" "$@"; }
+me="select transport from pg_stat_rdma where pid = pg_backend_pid()"
+sleeper_pid() { pg_cluster_psql -c "select pid from pg_stat_activity where query = 'select pg_sleep($1)' and state = 'active'"; }
+postmaster_unchanged() {
+    [ "$(pg_cluster_psql -c 'select pg_postmaster_start_time()')" = "$started" ] || fail "the postmaster restarted"
+}
+
+# 1. A session over RDMA, on the major the build is for.
+out=$(rpsql "" -c "select current_setting('server_version_num')::int / 10000, ($me)") || fail "psql over RDMA: $out"
+[ "$out" = "$major|rdma" ] || fail "psql with_rsocket=require: server major and transport '$out', want '$major|rdma'"
+echo "ok: psql over RDMA to PostgreSQL $major"
+
+# 2. TLS over RDMA.
+out=$(rpsql "sslmode=verify-ca" -c "select ssl, ($me) from pg_stat_ssl where pid = pg_backend_pid()") ||
+    fail "sslmode=verify-ca over RDMA: $out"
+[ "$out" = "t|rdma" ] || fail "sslmode=verify-ca: pg_stat_ssl/pg_stat_rdma say '$out'"
+echo "ok: sslmode=verify-ca over RDMA (pg_stat_ssl: ssl, pg_stat_rdma: rdma)"
+
+# 3. Ctrl-C in psql: libpq's PQcancel from psql's signal handler.
+rpsql "" -c 'select pg_sleep(61)' >"$work/cancel.out" 2>&1 &
+job=$!
+has_sleeper() { [ -n "$(sleeper_pid "$1")" ]; }
+wait_for 30 has_sleeper 61 || fail "the query to cancel did not start"
+[ "$(pg_cluster_psql -c "select transport from pg_stat_rdma where pid = $(sleeper_pid 61)")" = rdma ] ||
+    fail "the session to cancel is not on RDMA"
+# SIGINT to psql itself (the job is runuser/env around it).
+pkill -INT -f '^[^ ]*psql .*pg_sleep\(61\)' || fail "no psql to interrupt"
+wait "$job" && fail "the cancelled psql exited 0"
+grep -q 'canceling statement due to user request' "$work/cancel.out" ||
+    fail "psql's cancel did not cancel the query: $(cat "$work/cancel.out")"
+echo "ok: Ctrl-C in psql cancels a query of its RDMA session"
+
+# 4. libpq 17's cancel API (PQcancelCreate/Start/Poll, PQcancelBlocking).
+rc=0
+out=$(client "$cancel_api" "dbname=postgres with_rsocket=require" 2>&1) || rc=$?
+if [ "$major" -ge 17 ]; then
+    [ "$rc" = 0 ] || fail "libpq's cancel API (exit $rc): $out"
+    echo "$out"
+else
+    [ "$rc" = 77 ] || fail "cancel_api built against libpq $major should report 77, not $rc: $out"
+    echo "ok: (libpq $major has no PQcancelCreate: step not applicable)"
+fi
+
+# 5. pg_terminate_backend: psql gets the FATAL over RDMA.
+rpsql "" -c 'select pg_sleep(62)' >"$work/term.out" 2>&1 &
+job=$!
+wait_for 30 has_sleeper 62 || fail "the session to terminate did not start"
+pg_cluster_psql -c "select pg_terminate_backend($(sleeper_pid 62))" >/dev/null
+wait "$job" && fail "the terminated psql exited 0"
+grep -q 'terminating connection due to administrator command' "$work/term.out" ||
+    fail "psql did not get the FATAL: $(cat "$work/term.out")"
+echo "ok: pg_terminate_backend's message reaches psql over RDMA"
+
+postmaster_unchanged
+! grep -q 'was terminated by signal' "$log" || fail "a server process crashed"
+echo "ok: the postmaster lived through it all; no server process crashed"
