@@ -9,6 +9,8 @@ PKGS_FUZZ="clang libclang-rt-14-dev"
 PKGS_GUEST="qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2 cpio gzip
   xz-utils rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest nftables"
 PKGS_PG="postgresql-15 postgresql-client-15"
+# Debian roots for the other PostgreSQL majors (scripts/lib/pg_majors.sh).
+PKGS_MAJORS="debootstrap"
 PKGS_BENCH="gnuplot-nox valgrind"
 
 ensure_packages() {

@@ -4,15 +4,16 @@ TALLY_PASSED=0
 TALLY_FAILED=0
 TALLY_FAILURES=()
 
-# tally_meson_log LOG: add the results of one `meson test` run (its testlog.json).
+# tally_meson_log LOG [PREFIX]: add the results of one `meson test` run (its
+# testlog.json); PREFIX goes before each failed test's name ("pg17:").
 # A skipped test counts as failed: no suite here may pass by not running.
 tally_meson_log() {
-  local log=$1 counts
+  local log=$1 prefix=${2:-} counts
   if [ ! -s "$log" ]; then
     tally_fail "no test log at $log (the suite did not run)"
     return
   fi
-  counts=$(python3 - "$log" <<'PY'
+  counts=$(python3 - "$log" "$prefix" <<'PY'
 import json, sys
 ok = bad = 0
 names = []
@@ -24,7 +25,7 @@ for line in open(sys.argv[1]):
         bad += 1
         # One word per failure: the shell splits this list on spaces, and
         # meson's names have some ("pg_rdma:unit / protocol_nonce").
-        names.append(f'{r.get("name")}={r.get("result")}'.replace(" ", ""))
+        names.append(f'{sys.argv[2]}{r.get("name")}={r.get("result")}'.replace(" ", ""))
 print(ok, bad, " ".join(names))
 PY
 )

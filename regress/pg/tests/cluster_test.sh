@@ -53,7 +53,8 @@ ok "plain psql over TCP to $RXE_IP with scram-sha-256; the server sees the real 
 out=$(PGUSER=app PGPASSFILE=/dev/null PGPASSWORD=wrong pg_cluster_client psql -X -At -c 'select 1' 2>&1) &&
     fail "a wrong password was accepted: pg_hba is not scram-sha-256 for $RXE_IP"
 grep -q 'password authentication failed for user "app"' <<<"$out" || fail "wrong password: unexpected error: $out"
-grep -qE 'Connection matched pg_hba.conf line [0-9]+: "host +all +all +10\.99\.0\.0/24 +scram-sha-256"' \
+# (16 and later name the file: 'Connection matched file "/path/pg_hba.conf" line N')
+grep -qE 'Connection matched (pg_hba\.conf|file "[^"]*/pg_hba\.conf") line [0-9]+: "host +all +all +10\.99\.0\.0/24 +scram-sha-256"' \
     "$(pg_cluster_log)" || fail "the session did not match conf/pg_hba.pg_rdma.conf's line"
 ok "a wrong password is refused (conf/pg_hba.pg_rdma.conf's scram-sha-256 line)"
 
