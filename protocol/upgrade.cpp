@@ -94,6 +94,13 @@ Decoded<FirstPacket> classify_first_packet(std::span<const std::uint8_t> bytes) 
     return Decoded<FirstPacket>::ok(FirstPacket::Upgrade, kRequest.size());
 }
 
+bool is_cancel_request(std::span<const std::uint8_t> bytes) {
+    if (bytes.size() < 8) return false;
+    const std::uint32_t length = get_u32(bytes.data());
+    return get_u32(bytes.data() + 4) == kCancelRequestCode && length >= kCancelRequestMinLength &&
+           length <= kCancelRequestMaxLength;
+}
+
 UpgradeAcceptBytes encode_upgrade_accept(const RdmaEndpoint& endpoint) {
     UpgradeAcceptBytes out{};  // reserved bytes and IPv4 padding stay zero
     std::uint8_t* p = out.data();

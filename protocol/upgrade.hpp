@@ -78,6 +78,19 @@ enum class FirstPacket { Other, Upgrade };
 // Never Error: a first packet that is not ours is PostgreSQL's to judge.
 Decoded<FirstPacket> classify_first_packet(std::span<const std::uint8_t> bytes);
 
+// PostgreSQL's CancelRequest (libpq/pqcomm.h): length, code 1234.5678, the
+// backend's pid, then its key: 4 bytes up to protocol 3.1, up to 256 bytes
+// from 3.2 (PostgreSQL 18). Not a session: the server gives it no row.
+inline constexpr std::uint32_t kCancelRequestCode = (1234u << 16) | 5678u;
+inline constexpr std::uint32_t kCancelRequestMinLength = 16;       // bytes: a 4-byte key
+inline constexpr std::uint32_t kCancelRequestMaxLength = 12 + 256;  // bytes: a 256-byte key (3.2)
+// Whether the first 8 bytes of a session (fewer: false) are a CancelRequest's.
+bool is_cancel_request(std::span<const std::uint8_t> bytes);
+// A direct-SSL first packet (PostgreSQL 17's sslnegotiation=direct) is a
+// TLS ClientHello: its first byte (22, a handshake record) can never start
+// the request, so it is Other at once and PostgreSQL gets it untouched.
+inline constexpr std::uint8_t kTlsHandshakeRecord = 0x16;
+
 // --- reply -----------------------------------------------------------------
 struct RdmaEndpoint {
     std::uint8_t family = 4;                  // 4 or 6

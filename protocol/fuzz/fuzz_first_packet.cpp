@@ -1,7 +1,9 @@
 // libFuzzer target: classify_first_packet, which sees the first bytes of
 // every session before PostgreSQL does. Properties: never Error; Upgrade
 // exactly for the 8-byte request (consuming it), NeedMore exactly for its
-// proper prefixes, Other for everything else and then nothing is consumed.
+// proper prefixes, Other for everything else and then nothing is consumed;
+// is_cancel_request on the same bytes reads no further than they go and
+// never claims our request.
 #include <algorithm>
 #include <cstdint>
 
@@ -28,5 +30,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 require(!prefix && r.consumed == 0, "Other only for non-requests, consuming nothing");
             break;
     }
+    if (is_cancel_request({data, size}))
+        require(size >= 8 && r.status == DecodeStatus::Ok && r.value == FirstPacket::Other,
+                "a CancelRequest is never our request");
     return 0;
 }

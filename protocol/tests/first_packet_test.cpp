@@ -12,7 +12,7 @@ using namespace pg_rdma::protocol;
 namespace {
 
 // PostgreSQL's own first packets (src/include/libpq/pqcomm.h).
-constexpr std::uint32_t kCancelRequestCode = 80877102;
+static_assert(kCancelRequestCode == 80877102);
 constexpr std::uint32_t kSslRequestCode = 80877103;
 constexpr std::uint32_t kGssEncRequestCode = 80877104;
 constexpr std::uint32_t kProtocol30 = 0x00030000;
@@ -98,6 +98,35 @@ TEST_CASE("CancelRequest is passed to PostgreSQL") {
     const auto cancel = packet(16, kCancelRequestCode);
     check_other(cancel);
     check_other(std::span(cancel).first(4));
+}
+
+TEST_CASE("a CancelRequest is recognised with a 4-byte key and with protocol 3.2's keys up to 256 bytes") {
+    for (std::uint32_t key_bytes : {4u, 32u, 256u}) {
+        INFO(key_bytes);
+        const auto cancel = packet(12 + key_bytes, kCancelRequestCode);
+        CHECK(is_cancel_request(cancel));
+        CHECK(is_cancel_request(std::span(cancel).first(8)));  // the first 8 bytes say it
+        check_other(cancel);
+    }
+}
+
+TEST_CASE("no other first packet is taken for a CancelRequest") {
+    CHECK_FALSE(is_cancel_request(packet(16, kCancelRequestCode - 1)));
+    CHECK_FALSE(is_cancel_request(packet(15, kCancelRequestCode)));        // no room for a key
+    CHECK_FALSE(is_cancel_request(packet(12 + 257, kCancelRequestCode)));  // a key longer than 3.2 allows
+    const auto cancel = packet(16, kCancelRequestCode);
+    CHECK_FALSE(is_cancel_request(std::span(cancel).first(7)));
+    CHECK_FALSE(is_cancel_request(packet(8, kSslRequestCode)));
+    CHECK_FALSE(is_cancel_request(startup_packet()));
+    CHECK_FALSE(is_cancel_request(encode_upgrade_request()));
+}
+
+TEST_CASE("a direct-SSL first packet (a TLS ClientHello) is passed to PostgreSQL at its first byte") {
+    // A TLS 1.2+ record header: handshake (22), version 3.1, length; then ClientHello (1).
+    const std::uint8_t hello[] = {kTlsHandshakeRecord, 3, 1, 0, 200, 1, 0, 0, 196};
+    check_other(hello);
+    check_other(std::span(hello).first(1));
+    CHECK_FALSE(is_cancel_request(hello));
 }
 
 TEST_CASE("a protocol 3.0 startup packet is passed to PostgreSQL") {

@@ -18,19 +18,6 @@ namespace {
 // call. The backend's authentication_timeout bounds the whole wait.
 constexpr int kPrefixPatienceMs = 200;
 
-// PostgreSQL's CancelRequest (libpq/pqcomm.h, CANCEL_REQUEST_CODE): a
-// 16-byte packet, code 1234.5678, then the backend's pid and key.
-constexpr std::uint32_t kCancelRequestLength = 16;  // bytes
-constexpr std::uint32_t kCancelRequestCode = (1234u << 16) | 5678u;
-
-std::uint32_t big_endian_at(const std::uint8_t* p) {
-    return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) | p[3];
-}
-
-bool is_cancel_request(const std::uint8_t* bytes, ssize_t n) {
-    return n >= 8 && big_endian_at(bytes) == kCancelRequestLength && big_endian_at(bytes + 4) == kCancelRequestCode;
-}
-
 }  // namespace
 
 FirstPacket take_first_packet(int fd) noexcept {
@@ -43,7 +30,9 @@ FirstPacket take_first_packet(int fd) noexcept {
         const auto decoded = protocol::classify_first_packet(std::span(bytes).first(static_cast<std::size_t>(n)));
         if (decoded.status == protocol::DecodeStatus::Ok) {
             if (decoded.value != protocol::FirstPacket::Upgrade)
-                return is_cancel_request(bytes.data(), n) ? FirstPacket::Cancel : FirstPacket::Other;
+                return protocol::is_cancel_request(std::span(bytes).first(static_cast<std::size_t>(n)))
+                           ? FirstPacket::Cancel
+                           : FirstPacket::Other;
             // Consume exactly our 8 bytes: what follows is the session's.
             const ssize_t taken = real.recv(fd, bytes.data(), bytes.size(), MSG_DONTWAIT);
             return taken == static_cast<ssize_t>(bytes.size()) ? FirstPacket::Upgrade : FirstPacket::Other;
