@@ -1,5 +1,7 @@
 #include "server_ext/interpose/got_patch.hpp"
 
+#include <dlfcn.h>
+
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -130,11 +132,20 @@ PatchResult patch_all(std::span<const Patch> patches, const char* library) {
             if (planned[k].slot == s.slot) return;
         const PatchedSlot* known = find_patched(s.slot);
         void* const before = load_slot(s.slot);
-        void* const real = known != nullptr ? known->real : before;
+        void* real = known != nullptr ? known->real : before;
         SymbolState& state = states[i];
-        // A library's lazily bound slot may simply be overwritten: nothing
-        // is recorded to restore, and its PLT stub is not a function to keep.
-        if (record && known == nullptr && image_contains(image, real)) state.unbound = true;
+        // A slot the loader has not bound yet (lazy binding: a postgres
+        // built from source without -z now) holds a PLT stub. The function
+        // to keep is the one the loader would bind on the first call: the
+        // global scope's definition, which dlsym(RTLD_DEFAULT) finds the same
+        // way. Restoring writes that function, as if the call had bound it.
+        // (A library's lazily bound slot may simply be overwritten: nothing
+        // is recorded to restore, and its PLT stub is not a function to keep.)
+        if (record && known == nullptr && image_contains(image, real)) {
+            void* const bound = dlsym(RTLD_DEFAULT, s.symbol);
+            if (bound != nullptr && !image_contains(image, bound)) real = bound;
+            else state.unbound = true;
+        }
         if (state.found && state.real != real) state.inconsistent = true;
         state.found = true;
         state.real = real;
@@ -148,7 +159,7 @@ PatchResult patch_all(std::span<const Patch> patches, const char* library) {
 
     list_symbols(error, record ? "not imported by the executable" : "not imported by the library", patches, states,
                  [](const SymbolState& s) { return !s.found; });
-    list_symbols(error, "not bound yet (lazy binding: link with -z now or set LD_BIND_NOW=1)", patches, states,
+    list_symbols(error, "not bound yet and not found by the dynamic linker (link postgres with -z now, or set LD_BIND_NOW=1 in its environment)", patches, states,
                  [](const SymbolState& s) { return s.unbound; });
     list_symbols(error, "bound to different functions in different slots", patches, states,
                  [](const SymbolState& s) { return s.inconsistent; });
