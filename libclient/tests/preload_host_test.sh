@@ -107,7 +107,7 @@ for form in connectdb connectdb_params setdblogin start_poll; do
     grep -q "syntax error in service file \"$work/services.conf\", line 20" "$work/ours.err" ||
         fail "$form: libpq's own service file error changed: $(cat "$work/ours.err")"
 done
-# Without the library libpq rejects the line, as ARCHITECTURE.md says.
+# Without the library libpq rejects the line (it rejects any keyword it does not know).
 svc "$forms" connectdb "service=rdma_require" 2>"$work/plain.err" && fail "libpq accepted with_rsocket in a section"
 grep -q 'syntax error in service file' "$work/plain.err" || fail "plain libpq: $(cat "$work/plain.err")"
 # PGSERVICE names the section; WITH_RSOCKET loses to it and wins without it.
