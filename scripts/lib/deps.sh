@@ -11,6 +11,8 @@ PKGS_GUEST="qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2 cpio 
 PKGS_PG="postgresql-15 postgresql-client-15"
 # Debian roots for the other PostgreSQL majors (scripts/lib/pg_majors.sh).
 PKGS_MAJORS="debootstrap"
+# The Debian packages (scripts/lib/packages.sh).
+PKGS_PACKAGES="build-essential debhelper dpkg-dev lintian"
 PKGS_BENCH="gnuplot-nox valgrind"
 
 ensure_packages() {

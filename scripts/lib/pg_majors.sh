@@ -21,12 +21,14 @@ PG_RDMA_OTHER_MAJORS=${PG_RDMA_OTHER_MAJORS-17 18}
 PG_RDMA_DEBIAN_MIRROR=${PG_RDMA_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
 # What a root holds: the build group of deps.sh for that release, the
-# server and client, and what the guest tests call (openssl for their
-# certificates, ps/pkill, ip, prlimit and runuser).
+# server and client, what the guest tests call (openssl for their
+# certificates, ps/pkill, ip, prlimit and runuser), and Debian's packaging
+# tools (packages.sh).
 PG_ROOT_PACKAGES="meson ninja-build pkg-config g++ libibverbs-dev librdmacm-dev ibverbs-providers
-  libssl-dev libfmt-dev catch2 libpq-dev libkrb5-dev openssl procps iproute2 util-linux ca-certificates"
+  libssl-dev libfmt-dev catch2 libpq-dev libkrb5-dev openssl procps iproute2 util-linux ca-certificates
+  build-essential debhelper dpkg-dev lintian"
 # Bump when the set above changes: an older root is then rebuilt.
-readonly PG_ROOT_FORMAT=1
+readonly PG_ROOT_FORMAT=3
 
 pg_major_suite() {
   case $1 in

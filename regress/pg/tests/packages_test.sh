@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The Debian packages on a system that has never seen the build tree:
+# install postgresql-N-pg-rdma and pg-rdma-client (built by scripts/test
+# with scripts/lib/packages.sh), run a cluster with only what they
+# installed (no staged files, the client library from its packaged path),
+# a psql session over RDMA through the packaged pgrdma, then purge both and
+# show that nothing they installed is left behind.
+# Usage: packages_test.sh PACKAGE_DIR PG_MAJOR   (in the guest, as root)
+set -euo pipefail
+pkgdir=$1 major=$2
+: "${RXE_IP:?run in the Soft-RoCE guest (regress/run-rdma-suite)}"
+export DEBIAN_FRONTEND=noninteractive
+# Nothing from the build tree on the way: only system directories.
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+unset LD_PRELOAD PGRDMA_LIBRARY WITH_RSOCKET
+server_pkg=postgresql-$major-pg-rdma client_pkg=pg-rdma-client
+bindir=/usr/lib/postgresql/$major/bin
+port=54460
+
+fail() { echo "FAIL: $*"; [ -f "${work:-/nonexistent}/log" ] && tail -30 "$work/log"; exit 1; }
+as_pg() { runuser -u postgres -- "$@"; }
+
+debs=("$pkgdir/${server_pkg}_"*_amd64.deb "$pkgdir/${client_pkg}_"*_amd64.deb)
+for d in "${debs[@]}"; do
+    [ -f "$d" ] || fail "no $d: build the packages first (scripts/test does; or . scripts/lib/packages.sh; build_packages $major)"
+done
+# The guest's root is a throwaway layer over the host's: packages the host
+# has installed (scripts/demo installs them) are purged here first, leaving
+# the host untouched.
+for p in "$server_pkg" "$client_pkg"; do
+    if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed'; then
+        dpkg --purge "$p" >/dev/null 2>&1 || fail "$p is installed and cannot be purged first"
+        echo "note: $p was installed (from the host); purged in the guest first"
+    fi
+done
+
+# Every file and directory under the places the packages write to, before.
+places=(/usr/lib/postgresql/"$major" /usr/share/postgresql/"$major" /usr/lib/x86_64-linux-gnu/pg_rdma
+        /usr/bin /usr/share/doc /usr/share/man/man1 /etc)
+snapshot() { find "${places[@]}" 2>/dev/null | LC_ALL=C sort; }
+work=$(mktemp -d /tmp/pg_rdma-packages.XXXXXX)
+snapshot >"$work/before"
+
+dpkg -i "${debs[@]}" >"$work/dpkg-install.log" 2>&1 || { cat "$work/dpkg-install.log"; fail "dpkg -i"; }
+for p in "$server_pkg" "$client_pkg"; do
+    dpkg-query -W -f='${Status}' "$p" | grep -q 'install ok installed' || fail "$p is not installed"
+done
+echo "ok: installed $(for d in "${debs[@]}"; do printf '%s (%s kB) ' "$(basename "$d")" $(($(stat -c %s "$d") / 1024)); done)"
+
+# A cluster made only from what the system has: the packaged pg_rdma.so,
+# its extension files, its sample configuration.
+chown postgres "$work"
+as_pg "$bindir/initdb" -D "$work/data" -U postgres --no-locale -A trust >/dev/null
+sample=/usr/share/doc/$server_pkg/examples/postgresql.pg_rdma.conf
+[ -f "$sample" ] || fail "the sample configuration is not where the package says: $sample"
+{
+    grep -v '^pg_rdma.listen_addresses' "$sample"
+    printf "pg_rdma.listen_addresses = '%s'\nlisten_addresses = ''\nport = %s\nunix_socket_directories = '%s'\n" \
+        "$RXE_IP" "$port" "$work"
+} | as_pg tee -a "$work/data/postgresql.conf" >/dev/null
+echo "host all all $RXE_IP/32 trust" | as_pg tee -a "$work/data/pg_hba.conf" >/dev/null
+as_pg "$bindir/pg_ctl" -D "$work/data" -l "$work/log" -w -t 60 start >/dev/null || fail "the server did not start"
+trap 'as_pg "$bindir/pg_ctl" -D "$work/data" -m immediate stop >/dev/null 2>&1 || true' EXIT
+sql() { as_pg "$bindir/psql" -X -At -h "$work" -p "$port" -U postgres -d postgres "$@"; }
+sql -c 'create extension pg_rdma' >/dev/null || fail "create extension pg_rdma"
+lib=$(sql -c 'show pg_rdma.client_library')
+[ "$lib" = /usr/lib/x86_64-linux-gnu/pg_rdma/libpq_rdma.so ] && [ -f "$lib" ] ||
+    fail "pg_rdma.client_library is '$lib', not the packaged client library"
+echo "ok: a cluster runs the packaged pg_rdma; its client library default is the packaged one ($lib)"
+
+out=$(as_pg env PGCONNECT_TIMEOUT=60 /usr/bin/pgrdma "$bindir/psql" -X -At \
+    -d "host=$RXE_IP port=$port user=postgres dbname=postgres with_rsocket=require" \
+    -c "select transport from pg_stat_rdma where pid = pg_backend_pid()") || fail "psql through the packaged pgrdma: $out"
+[ "$out" = rdma ] || fail "the session through the packaged pgrdma is on '$out'"
+echo "ok: psql through /usr/bin/pgrdma with with_rsocket=require is on RDMA"
+man -w pgrdma >/dev/null 2>&1 || [ -f /usr/share/man/man1/pgrdma.1.gz ] || fail "no pgrdma man page"
+
+as_pg "$bindir/pg_ctl" -D "$work/data" -m fast -w -t 60 stop >/dev/null || fail "the server did not stop"
+trap - EXIT
+dpkg --purge "$client_pkg" "$server_pkg" >"$work/dpkg-purge.log" 2>&1 || { cat "$work/dpkg-purge.log"; fail "dpkg --purge"; }
+for p in "$server_pkg" "$client_pkg"; do
+    ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q installed || fail "$p is still installed"
+done
+snapshot >"$work/after"
+if ! diff -u "$work/before" "$work/after" >"$work/left"; then
+    cat "$work/left"
+    fail "purging the packages left files behind or took others away (diff above)"
+fi
+echo "ok: purged; the $(wc -l <"$work/before") files and directories under ${places[*]} are as before"
+rm -rf "$work"
