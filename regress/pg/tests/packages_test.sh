@@ -37,7 +37,9 @@ done
 # Every file and directory under the places the packages write to, before.
 places=(/usr/lib/postgresql/"$major" /usr/share/postgresql/"$major" /usr/lib/x86_64-linux-gnu/pg_rdma
         /usr/bin /usr/share/doc /usr/share/man/man1 /etc)
-snapshot() { find "${places[@]}" 2>/dev/null | LC_ALL=C sort; }
+# (find fails for a place that does not exist: /usr/lib/x86_64-linux-gnu/pg_rdma
+# before the install. That is a listing too, not an error.)
+snapshot() { { find "${places[@]}" 2>/dev/null || true; } | LC_ALL=C sort; }
 work=$(mktemp -d /tmp/pg_rdma-packages.XXXXXX)
 snapshot >"$work/before"
 
