@@ -34,13 +34,14 @@ for p in "$server_pkg" "$client_pkg"; do
     fi
 done
 
-# Every file and directory under the places the packages write to, before.
-places=(/usr/lib/postgresql/"$major" /usr/share/postgresql/"$major" /usr/lib/x86_64-linux-gnu/pg_rdma
-        /usr/bin /usr/share/doc /usr/share/man/man1 /etc)
-# (find fails for a place that does not exist: /usr/lib/x86_64-linux-gnu/pg_rdma
-# before the install. That is a listing too, not an error.)
-snapshot() { { find "${places[@]}" 2>/dev/null || true; } | LC_ALL=C sort; }
+# Every path the packages hold (files and directories), and which of them
+# exist before: after the purge exactly those must exist again. (Listing
+# whole directories instead costs minutes over the guest's 9p root.)
 work=$(mktemp -d /tmp/pg_rdma-packages.XXXXXX)
+for d in "${debs[@]}"; do dpkg-deb -c "$d"; done | awk '{ print $6 }' | sed -e 's|^\.||' -e 's|/$||' -e '/^$/d' |
+    LC_ALL=C sort -u >"$work/paths"
+[ -s "$work/paths" ] || fail "the packages list no files"
+snapshot() { while IFS= read -r p; do [ -e "$p" ] && printf '%s\n' "$p"; done <"$work/paths"; true; }
 snapshot >"$work/before"
 
 dpkg -i "${debs[@]}" >"$work/dpkg-install.log" 2>&1 || { cat "$work/dpkg-install.log"; fail "dpkg -i"; }
@@ -88,5 +89,5 @@ if ! diff -u "$work/before" "$work/after" >"$work/left"; then
     cat "$work/left"
     fail "purging the packages left files behind or took others away (diff above)"
 fi
-echo "ok: purged; the $(wc -l <"$work/before") files and directories under ${places[*]} are as before"
+echo "ok: purged; of the $(wc -l <"$work/paths") paths the packages held, the $(wc -l <"$work/before") that existed before exist, and no other"
 rm -rf "$work"
