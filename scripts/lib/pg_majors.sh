@@ -61,7 +61,9 @@ ensure_pg_root() {
   log=$(dirname "$root")/root.log
   echo "pg_rdma: making a Debian $suite root for PostgreSQL $major in $root (log: $log)" >&2
   mkdir -p "$(dirname "$root")" || return 1
-  rm -rf "$root" "$root.new"
+  # --one-file-system: a debootstrap killed midway can leave proc or sys
+  # mounted inside root.new.
+  rm -rf --one-file-system "$root" "$root.new" || return 1
   # Made under another name and renamed last: an interrupted run leaves no
   # root that looks finished.
   if ! { debootstrap --variant=minbase "$suite" "$root.new" "$PG_RDMA_DEBIAN_MIRROR" &&
@@ -114,7 +116,5 @@ build_major() {
   elif [ "$werror" = true ]; then
     in_pg_root "$major" meson configure "$build" -Dwerror=true >/dev/null || return 1
   fi
-  in_pg_root "$major" meson compile -C "$build" |
-    grep -vE '^\[[0-9]+/[0-9]+\]|^ninja: (Entering|no work)|^INFO: (autodetecting|calculating backend)' || true
-  return "${PIPESTATUS[0]}"
+  quiet_compile in_pg_root "$major" meson compile -C "$build"
 }
