@@ -46,7 +46,9 @@ _pg_cluster_append() { _pg_cluster_write "$1" append; }
 pg_cluster_init() {
     local work=${1:?pg_cluster_init WORK BUILD [CONF_LINE...]} build=${2:?pg_cluster_init WORK BUILD}
     shift 2
-    local so=$build/server_ext/pg_rdma.so
+    # PG_CLUSTER_SO / PG_CLUSTER_CLIENT_LIBRARY: other files than BUILD's
+    # (scripts/demo runs the installed packages' ones).
+    local so=${PG_CLUSTER_SO:-$build/server_ext/pg_rdma.so}
     [ -f "$so" ] || { _pg_cluster_error "no $so: build first (ninja -C $build)"; return 1; }
     mkdir -p "$work" || return 1
     [ -z "$(ls -A "$work")" ] || { _pg_cluster_error "$work is not empty"; return 1; }
@@ -73,7 +75,7 @@ pg_cluster_init() {
         echo "include 'postgresql.pg_rdma.conf'"
         echo "pg_rdma.listen_addresses = '$PG_CLUSTER_HOST'"
         # The built client library, for the server's own libpq connections.
-        echo "pg_rdma.client_library = '$build/libclient/preload/libpq_rdma.so'"
+        echo "pg_rdma.client_library = '${PG_CLUSTER_CLIENT_LIBRARY:-$build/libclient/preload/libpq_rdma.so}'"
         echo "listen_addresses = ''"
         echo "port = $PG_CLUSTER_PORT"
         echo "unix_socket_directories = '$work'"

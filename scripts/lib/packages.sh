@@ -17,6 +17,15 @@ PG_RDMA_DEFAULT_MAJOR=15
 PG_RDMA_VERSION=0.1.0
 
 package_dir() { echo "$PG_RDMA_BUILD/packages/pg$1"; }
+# The distribution a major's packages are built on, as a version suffix.
+package_suffix() {
+  case $1 in
+    "$PG_RDMA_DEFAULT_MAJOR") echo deb12 ;;
+    17) echo deb13 ;;
+    18) echo sid ;;
+    *) return 1 ;;
+  esac
+}
 
 # _stage_source DIR MAJOR: the work tree's files (tracked, and new ones git
 # does not ignore; edits included) in DIR, with debian/ made for MAJOR.
@@ -27,6 +36,10 @@ _stage_source() {
      while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
      cpio -0pdm --quiet "$dir") || return 1
   echo "$major" >"$dir/debian/pg_major"
+  # Each distribution gets its own version (0.1.0~deb12, ~deb13, ~sid): the
+  # client package is built once per root, and two builds of it must never
+  # share a name and version.
+  sed -i "1s/(\([^)]*\))/(\1~$(package_suffix "$major"))/" "$dir/debian/changelog"
   sed "s/@PG_MAJOR@/$major/g" "$dir/debian/control.in" >"$dir/debian/control"
   local name
   for f in "$dir"/debian/*@PG_MAJOR@*.in; do

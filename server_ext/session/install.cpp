@@ -55,7 +55,8 @@ void install_session_hooks() {
     ereport(WARNING,
             (errmsg("pg_rdma: cannot take over the server's socket calls: %s", error),
              errdetail("RDMA sessions are disabled; the addresses in pg_rdma.listen_addresses serve TCP only."),
-             errhint("This postgres executable is not one pg_rdma was built for; report its version and build.")));
+             errhint("The reason says what is missing. Calls this postgres does not import at all mean an "
+                     "executable pg_rdma was not built for: report its version and build.")));
 }
 
 }  // namespace pg_rdma::server

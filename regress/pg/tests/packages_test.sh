@@ -82,7 +82,7 @@ as_pg "$bindir/pg_ctl" -D "$work/data" -m fast -w -t 60 stop >/dev/null || fail 
 trap - EXIT
 dpkg --purge "$client_pkg" "$server_pkg" >"$work/dpkg-purge.log" 2>&1 || { cat "$work/dpkg-purge.log"; fail "dpkg --purge"; }
 for p in "$server_pkg" "$client_pkg"; do
-    ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q installed || fail "$p is still installed"
+    ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || fail "$p is still installed"
 done
 snapshot >"$work/after"
 if ! diff -u "$work/before" "$work/after" >"$work/left"; then
