@@ -24,18 +24,9 @@ pg_cluster_make_certs
 pg_cluster_start
 pg_cluster_set_password app secret
 pg_cluster_psql -c 'create extension pg_rdma' -c 'grant pg_read_all_stats to app' >/dev/null
-log=$(pg_cluster_log)
-work=$PG_CLUSTER_WORK
-started=$(pg_cluster_psql -c 'select pg_postmaster_start_time()')
-
-fail() { echo "FAIL: $*"; echo "--- server log (tail):"; tail -40 "$log"; exit 1; }
-client() { PGUSER=app pg_cluster_client "$pgrdma" "$@"; }
-rpsql() { local conninfo=$1; shift; client psql -X -At -v ON_ERROR_STOP=1 -d "dbname=postgres with_rsocket=require $conninfo" "$@"; }
-me="select transport from pg_stat_rdma where pid = pg_backend_pid()"
+# shellcheck source=regress/pg/session_test_lib.sh
+. "$(dirname "$(readlink -f "$0")")/../session_test_lib.sh"
 sleeper_pid() { pg_cluster_psql -c "select pid from pg_stat_activity where query = 'select pg_sleep($1)' and state = 'active'"; }
-postmaster_unchanged() {
-    [ "$(pg_cluster_psql -c 'select pg_postmaster_start_time()')" = "$started" ] || fail "the postmaster restarted"
-}
 
 # 1. A session over RDMA, on the major the build is for.
 out=$(rpsql "" -c "select current_setting('server_version_num')::int / 10000, ($me)") || fail "psql over RDMA: $out"

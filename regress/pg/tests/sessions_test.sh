@@ -26,19 +26,9 @@ pg_cluster_start
 pg_cluster_set_password app secret
 pg_cluster_set_password reject_me secret
 pg_cluster_psql -c 'create extension pg_rdma' -c 'grant pg_read_all_stats to app' >/dev/null
-log=$(pg_cluster_log)
-work=$PG_CLUSTER_WORK
-started=$(pg_cluster_psql -c 'select pg_postmaster_start_time()')
-
-fail() { echo "FAIL: $*"; echo "--- server log (tail):"; tail -40 "$log"; exit 1; }
-# client CMD...: CMD run by pgrdma as the postgres OS user, aimed at the rxe address.
-client() { PGUSER=${PGUSER:-app} pg_cluster_client "$pgrdma" "$@"; }
-rpsql() { local conninfo=$1; shift; client psql -X -At -v ON_ERROR_STOP=1 -d "dbname=postgres with_rsocket=require $conninfo" "$@"; }
-me="select transport from pg_stat_rdma where pid = pg_backend_pid()"
+# shellcheck source=regress/pg/session_test_lib.sh
+. "$(dirname "$(readlink -f "$0")")/../session_test_lib.sh"
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-postmaster_unchanged() {
-    [ "$(pg_cluster_psql -c 'select pg_postmaster_start_time()')" = "$started" ] || fail "the postmaster restarted"
-}
 
 # 1. TLS over RDMA: sslmode=require and verify-ca with the test's certificates.
 for mode in require verify-ca; do
