@@ -1,8 +1,11 @@
 #include "libclient/preload/libpq_calls.hpp"
 
+#include <dlfcn.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <array>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -12,47 +15,153 @@
 namespace pg_rdma::client {
 namespace {
 
-LibpqCalls g_libpq{};
-std::once_flag g_once;
+// Distinct libpq copies one process may hold; more are used unwrapped.
+constexpr std::size_t kMaxLibpqs = 8;
+// Calling objects remembered with the libpq they reach.
+constexpr std::size_t kMaxCallers = 32;
 
-template <typename F>
-void find(F& slot, const char* name) noexcept {
-    slot = reinterpret_cast<F>(interpose::library_function("libpq.so.5", name));
-    if (slot == nullptr) {
-        static const char prefix[] = "libpq_rdma: libpq.so.5 is not loaded or lacks ";
-        (void)!syscall(SYS_write, 2, prefix, sizeof prefix - 1);
-        (void)!syscall(SYS_write, 2, name, std::strlen(name));
-        (void)!syscall(SYS_write, 2, "\n", 1);
-        std::abort();
-    }
+struct Known {
+    const void* base = nullptr;  // the libpq object's load address
+    LibpqCalls calls{};
+};
+struct Caller {
+    const void* base = nullptr;  // the calling object's load address
+    const LibpqCalls* calls = nullptr;
+};
+
+std::mutex g_mutex;  // guards the tables below (wrappers of PQconnect* only, never signal handlers)
+std::array<Known, kMaxLibpqs> g_known;
+std::size_t g_known_count = 0;
+std::array<Caller, kMaxCallers> g_callers;
+std::size_t g_callers_count = 0;
+
+// libpq.so.5, resolved once: the common case costs one atomic load.
+std::once_flag g_default_once;
+const LibpqCalls* g_default = nullptr;
+
+__attribute__((tls_model("initial-exec"))) thread_local const LibpqCalls* t_current = nullptr;
+
+void say(const char* a, const char* b, const char* c) noexcept {
+    for (const char* s : {a, b, c})
+        if (s != nullptr) (void)!syscall(SYS_write, 2, s, std::strlen(s));
 }
 
-void load() noexcept {
-    find(g_libpq.PQconnectdb, "PQconnectdb");
-    find(g_libpq.PQconnectdbParams, "PQconnectdbParams");
-    find(g_libpq.PQconnectStart, "PQconnectStart");
-    find(g_libpq.PQconnectStartParams, "PQconnectStartParams");
-    find(g_libpq.PQsetdbLogin, "PQsetdbLogin");
-    find(g_libpq.PQconnectPoll, "PQconnectPoll");
-    find(g_libpq.PQfinish, "PQfinish");
-    find(g_libpq.PQsocket, "PQsocket");
-    find(g_libpq.PQstatus, "PQstatus");
-    find(g_libpq.PQerrorMessage, "PQerrorMessage");
-    find(g_libpq.PQhost, "PQhost");
-    find(g_libpq.PQport, "PQport");
-    find(g_libpq.PQconninfo, "PQconninfo");
-    find(g_libpq.PQconninfoParse, "PQconninfoParse");
-    find(g_libpq.PQconndefaults, "PQconndefaults");
-    find(g_libpq.PQconninfoFree, "PQconninfoFree");
-    find(g_libpq.resetPQExpBuffer, "resetPQExpBuffer");
-    find(g_libpq.appendPQExpBufferStr, "appendPQExpBufferStr");
+const void* object_base(const void* address) noexcept {
+    Dl_info info{};
+    return address != nullptr && dladdr(address, &info) != 0 ? info.dli_fbase : nullptr;
+}
+
+bool is_ours(const void* address) noexcept {
+    static const void* const ours = object_base(reinterpret_cast<const void*>(&object_base));
+    return object_base(address) == ours;
+}
+
+template <typename F>
+bool bind(F& slot, void* handle, const char* name) noexcept {
+    slot = reinterpret_cast<F>(dlsym(handle, name));
+    return slot != nullptr;
+}
+
+// Every function, from the object that defines `connectdb` (and its own
+// dependencies: dlsym on its handle).
+void resolve_from(void* connectdb, LibpqCalls& c) noexcept {
+    Dl_info info{};
+    c = LibpqCalls{};
+    if (dladdr(connectdb, &info) == 0 || info.dli_fname == nullptr) return;
+    // RTLD_NOLOAD loads nothing; the reference taken is kept on purpose, so
+    // the copy these pointers are into stays as long as they do.
+    void* handle = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+    if (handle == nullptr) return;
+    bool all = true;
+    all &= bind(c.PQconnectdb, handle, "PQconnectdb");
+    all &= bind(c.PQconnectdbParams, handle, "PQconnectdbParams");
+    all &= bind(c.PQconnectStart, handle, "PQconnectStart");
+    all &= bind(c.PQconnectStartParams, handle, "PQconnectStartParams");
+    all &= bind(c.PQsetdbLogin, handle, "PQsetdbLogin");
+    all &= bind(c.PQconnectPoll, handle, "PQconnectPoll");
+    all &= bind(c.PQfinish, handle, "PQfinish");
+    all &= bind(c.PQsocket, handle, "PQsocket");
+    all &= bind(c.PQstatus, handle, "PQstatus");
+    all &= bind(c.PQerrorMessage, handle, "PQerrorMessage");
+    all &= bind(c.PQhost, handle, "PQhost");
+    all &= bind(c.PQport, handle, "PQport");
+    all &= bind(c.PQconninfo, handle, "PQconninfo");
+    all &= bind(c.PQconninfoParse, handle, "PQconninfoParse");
+    all &= bind(c.PQconndefaults, handle, "PQconndefaults");
+    all &= bind(c.PQconninfoFree, handle, "PQconninfoFree");
+    all &= bind(c.resetPQExpBuffer, handle, "resetPQExpBuffer");
+    all &= bind(c.appendPQExpBufferStr, handle, "appendPQExpBufferStr");
+    // The handle's scope could hand back one of ours (a libpq that is itself
+    // linked against this library): never forward to ourselves.
+    if (is_ours(reinterpret_cast<void*>(c.PQconnectdb))) c = LibpqCalls{};
+    c.complete = all && c.PQconnectdb != nullptr;
+}
+
+// The definition of PQconnectdb that code in the object at `caller` would
+// reach without this library: the global scope after us, else the caller's
+// own dependencies.
+void* connectdb_for(const void* caller) noexcept {
+    if (void* f = dlsym(RTLD_NEXT, "PQconnectdb"); f != nullptr && !is_ours(f)) return f;
+    Dl_info info{};
+    if (caller == nullptr || dladdr(caller, &info) == 0 || info.dli_fname == nullptr || info.dli_fname[0] == '\0')
+        return nullptr;
+    void* handle = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+    if (handle == nullptr) return nullptr;
+    void* f = dlsym(handle, "PQconnectdb");
+    dlclose(handle);
+    return f != nullptr && !is_ours(f) ? f : nullptr;
+}
+
+// Under g_mutex: the kept entry for the libpq defining `connectdb`.
+const LibpqCalls* known_for(void* connectdb) noexcept {
+    const void* base = object_base(connectdb);
+    for (std::size_t i = 0; i < g_known_count; ++i)
+        if (g_known[i].base == base) return &g_known[i].calls;
+    if (g_known_count == kMaxLibpqs) return nullptr;
+    Known& k = g_known[g_known_count];
+    resolve_from(connectdb, k.calls);
+    if (k.calls.PQconnectdb == nullptr) return nullptr;
+    k.base = base;
+    ++g_known_count;
+    return &k.calls;
+}
+
+void load_default() noexcept {
+    void* f = interpose::library_function("libpq.so.5", "PQconnectdb");
+    if (f == nullptr) return;
+    std::lock_guard lock(g_mutex);
+    g_default = known_for(f);
 }
 
 }  // namespace
 
+const LibpqCalls* libpq_for(const void* caller) noexcept {
+    std::call_once(g_default_once, load_default);
+    if (g_default != nullptr && g_default->complete) return g_default;
+    const void* base = object_base(caller);
+    std::lock_guard lock(g_mutex);
+    for (std::size_t i = 0; i < g_callers_count; ++i)
+        if (g_callers[i].base == base) return g_callers[i].calls;
+    void* f = connectdb_for(caller);
+    const LibpqCalls* found = f != nullptr ? known_for(f) : g_default;
+    if (base != nullptr && g_callers_count < kMaxCallers) g_callers[g_callers_count++] = {base, found};
+    return found;
+}
+
+LibpqScope::LibpqScope(const LibpqCalls& calls) noexcept : previous_(t_current) { t_current = &calls; }
+LibpqScope::~LibpqScope() { t_current = previous_; }
+
 const LibpqCalls& libpq() noexcept {
-    std::call_once(g_once, load);
-    return g_libpq;
+    if (t_current != nullptr) return *t_current;
+    // Unreachable from the exported wrappers (each opens a scope first).
+    say("libpq_rdma: internal error: libpq used outside a wrapper\n", nullptr, nullptr);
+    std::abort();
+}
+
+void warn_libpq_once(const char* function, const char* what) noexcept {
+    static std::atomic<bool> said{false};
+    if (said.exchange(true)) return;
+    say("libpq_rdma: ", function, what);
 }
 
 }  // namespace pg_rdma::client

@@ -1,8 +1,16 @@
-// libpq's own definitions of the functions this library wraps or uses,
-// found in libpq.so.5 itself (not through the global scope, where our
-// wrappers come first). libpq is loaded by the program that calls a
-// wrapper, so they are looked up on first use; a missing one is a broken
-// installation and aborts with a message.
+// libpq's own definitions of the functions this library wraps or uses.
+//
+// Which libpq: the one the calling code's own calls would reach if this
+// library were not there. Usually that is libpq.so.5, found by name (not
+// through the global scope, where our wrappers come first). A program may
+// carry its own copy under another name instead (binary Python wheels, for
+// one, ship a renamed libpq, often in a module loaded with RTLD_LOCAL); then
+// it is the next definition in the global scope, or else the one in the
+// calling object's own dependencies. Each libpq found is resolved once and
+// kept; several may be in one process, and each wrapper uses its caller's.
+//
+// Nothing here aborts: a caller for which no libpq can be found gets the
+// wrapper's failure value and a message on stderr, once.
 #pragma once
 
 #include <libpq-fe.h>
@@ -39,8 +47,33 @@ struct LibpqCalls {
     void (*PQconninfoFree)(PQconninfoOption*);
     void (*resetPQExpBuffer)(ExpBuffer*);
     void (*appendPQExpBufferStr)(ExpBuffer*, const char*);
+    // Every entry above was found: with_rsocket can be handled. When false,
+    // the wrappers only forward to what was found (and say so once).
+    bool complete;
 };
 
+// The libpq for a wrapper called from `caller` (its return address), or
+// nullptr when no loaded object defines PQconnectdb for it.
+const LibpqCalls* libpq_for(const void* caller) noexcept;
+
+// While a wrapper runs: the libpq that libpq() means on this thread.
+class LibpqScope {
+public:
+    explicit LibpqScope(const LibpqCalls& calls) noexcept;
+    ~LibpqScope();
+    LibpqScope(const LibpqScope&) = delete;
+    LibpqScope& operator=(const LibpqScope&) = delete;
+
+private:
+    const LibpqCalls* previous_;
+};
+
+// The innermost LibpqScope's libpq (every exported wrapper opens one before
+// anything below it calls libpq).
 const LibpqCalls& libpq() noexcept;
+
+// Says once on stderr that `function` was called where no libpq (or no
+// complete one) could be found; `what` is the rest of the sentence.
+void warn_libpq_once(const char* function, const char* what) noexcept;
 
 }  // namespace pg_rdma::client

@@ -92,26 +92,61 @@ PGconn* connect_arrays(const char* const* keywords, const char* const* values, i
 
 using namespace pg_rdma::client;
 
+namespace {
+
+// `pq`: the libpq of the code that called the wrapper running now
+// (libpq_for its return address). nullptr when none can be found: the
+// wrapper then fails as libpq fails for lack of memory, and says why once;
+// a crash is never the answer.
+const LibpqCalls* usable(const LibpqCalls* pq, const char* function) noexcept {
+    if (pq == nullptr) {
+        warn_libpq_once(function, ": no libpq defining it is loaded for this caller; the call fails\n");
+        return nullptr;
+    }
+    if (!pq->complete)
+        warn_libpq_once(function, ": this program's libpq lacks functions libpq_rdma.so needs; with_rsocket "
+                                  "is not available to it and its connections are plain libpq's\n");
+    return pq;
+}
+
+}  // namespace
+
 extern "C" {
 
 __attribute__((visibility("default"))) PGconn* PQconnectdb(const char* conninfo) {
-    return connect_string(conninfo, libpq().PQconnectdb);
+    const LibpqCalls* pq = usable(libpq_for(__builtin_return_address(0)), "PQconnectdb");
+    if (pq == nullptr) return nullptr;
+    if (!pq->complete) return pq->PQconnectdb(conninfo);
+    LibpqScope scope(*pq);
+    return connect_string(conninfo, pq->PQconnectdb);
 }
 
 __attribute__((visibility("default"))) PGconn* PQconnectStart(const char* conninfo) {
-    return connect_string(conninfo, libpq().PQconnectStart);
+    const LibpqCalls* pq = usable(libpq_for(__builtin_return_address(0)), "PQconnectStart");
+    if (pq == nullptr || pq->PQconnectStart == nullptr) return nullptr;
+    if (!pq->complete) return pq->PQconnectStart(conninfo);
+    LibpqScope scope(*pq);
+    return connect_string(conninfo, pq->PQconnectStart);
 }
 
 __attribute__((visibility("default"))) PGconn* PQconnectdbParams(const char* const* keywords,
                                                                  const char* const* values,
                                                                  int expand_dbname) {
-    return connect_arrays(keywords, values, expand_dbname, libpq().PQconnectdbParams);
+    const LibpqCalls* pq = usable(libpq_for(__builtin_return_address(0)), "PQconnectdbParams");
+    if (pq == nullptr || pq->PQconnectdbParams == nullptr) return nullptr;
+    if (!pq->complete) return pq->PQconnectdbParams(keywords, values, expand_dbname);
+    LibpqScope scope(*pq);
+    return connect_arrays(keywords, values, expand_dbname, pq->PQconnectdbParams);
 }
 
 __attribute__((visibility("default"))) PGconn* PQconnectStartParams(const char* const* keywords,
                                                                     const char* const* values,
                                                                     int expand_dbname) {
-    return connect_arrays(keywords, values, expand_dbname, libpq().PQconnectStartParams);
+    const LibpqCalls* pq = usable(libpq_for(__builtin_return_address(0)), "PQconnectStartParams");
+    if (pq == nullptr || pq->PQconnectStartParams == nullptr) return nullptr;
+    if (!pq->complete) return pq->PQconnectStartParams(keywords, values, expand_dbname);
+    LibpqScope scope(*pq);
+    return connect_arrays(keywords, values, expand_dbname, pq->PQconnectStartParams);
 }
 
 // dbName may be a connection string (libpq: when it contains '=' or is a URI).
@@ -119,7 +154,11 @@ __attribute__((visibility("default"))) PGconn* PQsetdbLogin(const char* pghost, 
                                                             const char* pgoptions, const char* pgtty,
                                                             const char* dbName, const char* login,
                                                             const char* pwd) {
-    const auto real = libpq().PQsetdbLogin;
+    const LibpqCalls* pq = usable(libpq_for(__builtin_return_address(0)), "PQsetdbLogin");
+    if (pq == nullptr || pq->PQsetdbLogin == nullptr) return nullptr;
+    const auto real = pq->PQsetdbLogin;
+    if (!pq->complete) return real(pghost, pgport, pgoptions, pgtty, dbName, login, pwd);
+    LibpqScope scope(*pq);
     try {
         if (StartScope::active()) return real(pghost, pgport, pgoptions, pgtty, dbName, login, pwd);
         std::optional<std::string> value;
@@ -144,17 +183,21 @@ __attribute__((visibility("default"))) PGconn* PQsetdbLogin(const char* pghost, 
 }
 
 __attribute__((visibility("default"))) PostgresPollingStatusType PQconnectPoll(PGconn* conn) {
-    const auto real = libpq().PQconnectPoll;
+    const LibpqCalls* pq = usable(libpq_for(__builtin_return_address(0)), "PQconnectPoll");
+    if (pq == nullptr || pq->PQconnectPoll == nullptr) return PGRES_POLLING_FAILED;
+    const auto real = pq->PQconnectPoll;
+    if (!pq->complete) return real(conn);
+    LibpqScope scope(*pq);
     try {
         const RsocketPolicy policy = conn != nullptr ? policy_of(conn) : RsocketPolicy::Off;
         if (policy == RsocketPolicy::Off) return real(conn);
         std::string failure;
-        const int fd = libpq().PQsocket(conn);
+        const int fd = pq->PQsocket(conn);
         // CONNECTION_NEEDED here: libpq's connect_timeout expired and it is
         // giving up this address (it closes the socket, and the upgrade
         // with it, then tries the next or fails). Holding it back would
         // spin its loop on an expired deadline.
-        const bool abandoning = libpq().PQstatus(conn) == CONNECTION_NEEDED;
+        const bool abandoning = pq->PQstatus(conn) == CONNECTION_NEEDED;
         if (SocketEntry* entry = SocketTable::instance().find(fd)) {
             if (abandoning) failure = abandoned_by_libpq(*entry);
             else if (auto answer = drive(conn, fd, *entry, failure)) return *answer;
@@ -177,7 +220,11 @@ __attribute__((visibility("default"))) PostgresPollingStatusType PQconnectPoll(P
 // libpq does not validate option values here (sslmode=maybe parses), and
 // neither is with_rsocket's: it is reported as written, the last one winning.
 __attribute__((visibility("default"))) PQconninfoOption* PQconninfoParse(const char* conninfo, char** errmsg) {
-    const auto real = libpq().PQconninfoParse;
+    const LibpqCalls* pq = usable(libpq_for(__builtin_return_address(0)), "PQconninfoParse");
+    if (pq == nullptr || pq->PQconninfoParse == nullptr) return nullptr;
+    const auto real = pq->PQconninfoParse;
+    if (!pq->complete) return real(conninfo, errmsg);
+    LibpqScope scope(*pq);
     try {
         if (conninfo == nullptr) return real(conninfo, errmsg);
         const auto ex = pg_rdma::conninfo::extract_from_connection_string(conninfo);
@@ -191,7 +238,11 @@ __attribute__((visibility("default"))) PQconninfoOption* PQconninfoParse(const c
 // What a connection made now would default to: PGSERVICE's section, then
 // WITH_RSOCKET (libpq's defaults include the service file and environment).
 __attribute__((visibility("default"))) PQconninfoOption* PQconndefaults(void) {
-    const auto real = libpq().PQconndefaults;
+    const LibpqCalls* pq = usable(libpq_for(__builtin_return_address(0)), "PQconndefaults");
+    if (pq == nullptr || pq->PQconndefaults == nullptr) return nullptr;
+    const auto real = pq->PQconndefaults;
+    if (!pq->complete) return real();
+    LibpqScope scope(*pq);
     PQconninfoOption* options = nullptr;
     try {
         ServiceFileScope services;
@@ -213,7 +264,11 @@ __attribute__((visibility("default"))) PQconninfoOption* PQconndefaults(void) {
 // A false value is not reported: it means plain libpq, which a
 // primary_conninfo read by a server without pg_rdma must stay.
 __attribute__((visibility("default"))) PQconninfoOption* PQconninfo(PGconn* conn) {
-    const auto real = libpq().PQconninfo;
+    const LibpqCalls* pq = usable(libpq_for(__builtin_return_address(0)), "PQconninfo");
+    if (pq == nullptr || pq->PQconninfo == nullptr) return nullptr;
+    const auto real = pq->PQconninfo;
+    if (!pq->complete) return real(conn);
+    LibpqScope scope(*pq);
     PQconninfoOption* options = nullptr;
     try {
         options = real(conn);
@@ -224,9 +279,13 @@ __attribute__((visibility("default"))) PQconninfoOption* PQconninfo(PGconn* conn
 }
 
 __attribute__((visibility("default"))) void PQfinish(PGconn* conn) {
+    const LibpqCalls* pq = usable(libpq_for(__builtin_return_address(0)), "PQfinish");
+    if (pq == nullptr || pq->PQfinish == nullptr) return;
+    if (!pq->complete) return pq->PQfinish(conn);
+    LibpqScope scope(*pq);
     if (conn != nullptr) forget(conn);
     const LettingGo finishing;
-    libpq().PQfinish(conn);
+    pq->PQfinish(conn);
 }
 
 }  // extern "C"

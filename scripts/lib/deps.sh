@@ -4,7 +4,7 @@
 
 # What each group is for (README.md "Dependencies" says it for people):
 PKGS_BUILD="meson ninja-build pkg-config g++ libibverbs-dev librdmacm-dev libssl-dev
-  libfmt-dev catch2 postgresql-server-dev-15 libpq-dev libkrb5-dev"
+  libfmt-dev catch2 postgresql-server-dev-15 libpq-dev libkrb5-dev patchelf"
 PKGS_FUZZ="clang libclang-rt-14-dev"
 PKGS_GUEST="qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2 cpio gzip
   xz-utils rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest nftables"

@@ -6,8 +6,9 @@
 # connection on TCP). The fallback cases also talk to a second cluster
 # without pg_rdma.
 # Usage: client_end_to_end_test.sh LIBPQ_RDMA_SO PQ_FORMS PGRDMA BUILD_DIR PQ_FORMS_LINKED
+#            BUNDLED_MODULE BUNDLED_LOADER
 set -euo pipefail
-so=$1 forms=$2 pgrdma=$3 build=$4 forms_linked=$5
+so=$1 forms=$2 pgrdma=$3 build=$4 forms_linked=$5 bundled_module=$6 bundled_loader=$7
 IP=${RXE_IP:?run in the Soft-RoCE guest}
 # shellcheck source=regress/pg/cluster.sh
 . "$(dirname "$(readlink -f "$0")")/../../../regress/pg/cluster.sh"
@@ -52,6 +53,8 @@ err() { cat "$work/err"; }
 session_lines() { grep -E 'pg_rdma: connection (upgraded|on TCP)' "$log" || true; }
 last_session() { session_lines | tail -1 | grep -q 'connection upgraded' && echo rdma || echo tcp; }
 sessions() { session_lines | wc -l; }
+# Sessions the backend declined for want of a device (7b), so far.
+declines() { grep -c 'pg_rdma: RDMA not possible for host=127.0.0.1 ' "$log" || true; }
 transport_query="select transport from pg_stat_rdma where pid = pg_backend_pid()"
 
 # 1. psql (PQconnectdbParams, expand_dbname) over RDMA, each spelling.
@@ -103,6 +106,23 @@ for form in connectdb start_poll; do
         fail "linked pq_forms $form: '$(out)' over '$(last_session)'"
 done
 echo "ok: an application linked with libpq_rdma ahead of libpq gets RDMA without preloading"
+
+# 3c. A program whose libpq is a renamed private copy (a binary wheel's):
+# linked directly, and inside a module loaded with RTLD_LOCAL.
+# shellcheck source=libclient/tests/bundled/rename_libpq.sh
+. "$(dirname "$(readlink -f "$0")")/../bundled/rename_libpq.sh"
+rename_libpq "$work/bundled" "$forms" "$bundled_module" || fail "could not make the renamed libpq copy"
+for cmd in "$work/bundled/forms connectdb" "$work/bundled/forms start_epoll" "$bundled_loader $work/bundled/lib/module.so"; do
+    n=$(sessions)
+    run $cmd "$rdma with_rsocket=require" || fail "$cmd on $RENAMED_LIBPQ: $(err)"
+    grep -qx 42 "$work/out" && [ "$(sessions)" = $((n + 1)) ] && [ "$(last_session)" = rdma ] ||
+        fail "$cmd on $RENAMED_LIBPQ: '$(out)' over '$(last_session)'"
+    n=$(declines)
+    run $cmd "$no_device with_rsocket=true" || fail "$cmd on $RENAMED_LIBPQ, no device: $(err)"
+    grep -qx 42 "$work/out" && [ "$(declines)" = $((n + 1)) ] ||
+        fail "$cmd on $RENAMED_LIBPQ, no device: '$(out)', $(declines) decline(s) logged, before $n"
+done
+echo "ok: a renamed private libpq (linked, and in an RTLD_LOCAL module) gets RDMA, and TCP where there is no device"
 
 # 4. Data both ways: COPY out and in, checksums equal to plain TCP's.
 gen="copy (select g, md5(g::text), repeat('y', g % 300) from generate_series(1, 100000) g) to stdout"
