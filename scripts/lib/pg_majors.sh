@@ -27,8 +27,9 @@ PG_RDMA_DEBIAN_MIRROR=${PG_RDMA_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 PG_ROOT_PACKAGES="meson ninja-build pkg-config g++ libibverbs-dev librdmacm-dev ibverbs-providers
   libssl-dev libfmt-dev catch2 libpq-dev libkrb5-dev openssl procps iproute2 util-linux ca-certificates
   build-essential debhelper dpkg-dev lintian"
-# Bump when the set above changes: an older root is then rebuilt.
-readonly PG_ROOT_FORMAT=3
+# Bump when the set above changes: an older root is then rebuilt. (Not
+# readonly: this file is sourced more than once, via packages.sh too.)
+PG_ROOT_FORMAT=3
 
 pg_major_suite() {
   case $1 in
