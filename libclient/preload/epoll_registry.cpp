@@ -4,13 +4,30 @@
 
 namespace pg_rdma::client {
 
+class EpollRegistry::Locked {
+public:
+    explicit Locked(const EpollRegistry& registry) noexcept : registry_(registry) {
+        registry_.mutex_.lock();
+        registry_.forget_pending_locked();
+    }
+    ~Locked() {
+        registry_.forget_pending_locked();
+        registry_.mutex_.unlock();
+    }
+    Locked(const Locked&) = delete;
+    Locked& operator=(const Locked&) = delete;
+
+private:
+    const EpollRegistry& registry_;
+};
+
 EpollRegistry& EpollRegistry::instance() noexcept {
     static auto* registry = new EpollRegistry;  // never destroyed: used at exit
     return *registry;
 }
 
 void EpollRegistry::put(const EpollRegistration& reg) {
-    std::lock_guard lock(mutex_);
+    Locked lock(*this);
     for (EpollRegistration& r : regs_)
         if (r.epfd == reg.epfd && r.fd == reg.fd) {
             r = reg;
@@ -21,19 +38,64 @@ void EpollRegistry::put(const EpollRegistration& reg) {
 }
 
 void EpollRegistry::remove(int epfd, int fd) noexcept {
-    std::lock_guard lock(mutex_);
+    Locked lock(*this);
     std::erase_if(regs_, [&](const EpollRegistration& r) { return r.epfd == epfd && r.fd == fd; });
     count_.store(regs_.size(), std::memory_order_release);
 }
 
-void EpollRegistry::forget_descriptor(int fd) noexcept {
-    std::lock_guard lock(mutex_);
+void EpollRegistry::forget_locked(int fd) const noexcept {
     std::erase_if(regs_, [&](const EpollRegistration& r) { return r.epfd == fd || r.fd == fd; });
     count_.store(regs_.size(), std::memory_order_release);
 }
 
+void EpollRegistry::forget_pending_locked() const noexcept {
+    if (pending_count_.load(std::memory_order_acquire) == 0) return;
+    for (auto& slot : pending_) {
+        const int held = slot.exchange(kFree, std::memory_order_acq_rel);
+        if (held == kFree) continue;
+        pending_count_.fetch_sub(1, std::memory_order_acq_rel);
+        forget_locked(held - 1);
+    }
+}
+
+void EpollRegistry::forget_descriptor(int fd) noexcept {
+    if (mutex_.try_lock()) {
+        forget_pending_locked();
+        forget_locked(fd);
+        forget_pending_locked();
+        mutex_.unlock();
+        return;
+    }
+    // Counted first: a holder letting go after the slot is filled sees it.
+    pending_count_.fetch_add(1, std::memory_order_acq_rel);
+    for (;;) {
+        for (auto& slot : pending_) {
+            int expected = kFree;
+            if (slot.compare_exchange_strong(expected, fd + 1, std::memory_order_acq_rel)) return;
+        }
+        // Every slot taken (64 closes queued behind one holder): the holder is
+        // another thread busy with them, so waiting for it cannot deadlock.
+        if (mutex_.try_lock()) {
+            pending_count_.fetch_sub(1, std::memory_order_acq_rel);
+            forget_pending_locked();
+            forget_locked(fd);
+            mutex_.unlock();
+            return;
+        }
+    }
+}
+
+void EpollRegistry::forget_range(unsigned int first, unsigned int last) noexcept {
+    Locked lock(*this);
+    const auto in_range = [&](int fd) {
+        return fd >= 0 && static_cast<unsigned int>(fd) >= first && static_cast<unsigned int>(fd) <= last;
+    };
+    std::erase_if(regs_, [&](const EpollRegistration& r) { return in_range(r.epfd) || in_range(r.fd); });
+    count_.store(regs_.size(), std::memory_order_release);
+}
+
 std::vector<EpollRegistration> EpollRegistry::of(int epfd) const {
-    std::lock_guard lock(mutex_);
+    Locked lock(*this);
     std::vector<EpollRegistration> out;
     for (const EpollRegistration& r : regs_)
         if (r.epfd == epfd) out.push_back(r);
@@ -41,7 +103,7 @@ std::vector<EpollRegistration> EpollRegistry::of(int epfd) const {
 }
 
 std::vector<EpollRegistration> EpollRegistry::naming(int fd) const {
-    std::lock_guard lock(mutex_);
+    Locked lock(*this);
     std::vector<EpollRegistration> out;
     for (const EpollRegistration& r : regs_)
         if (r.fd == fd) out.push_back(r);

@@ -40,14 +40,37 @@ public:
     void put(const EpollRegistration& reg);  // adds or replaces (epfd, fd)
     void remove(int epfd, int fd) noexcept;
     // Every registration naming `fd` as either descriptor (it is closing).
+    // Async-signal-safe (close() calls it, and PQcancel closes in signal
+    // handlers): it never waits for the lock. When the lock is held,
+    // perhaps by the very thread a handler interrupted, the descriptor is
+    // queued and forgotten by the holder before it lets go; every other
+    // call forgets the queue first, so a number reused after the close
+    // never loses a registration made for its new file.
     void forget_descriptor(int fd) noexcept;
+    // Every registration naming a descriptor in [first, last] (close_range,
+    // closefrom; not from signal handlers, so it may wait for the lock).
+    void forget_range(unsigned int first, unsigned int last) noexcept;
     [[nodiscard]] std::vector<EpollRegistration> of(int epfd) const;
     [[nodiscard]] std::vector<EpollRegistration> naming(int fd) const;
 
 private:
+    // Descriptors closed while the lock was held, each stored as fd + 1
+    // (kFree: an empty slot, so that zero-initialised slots are free).
+    static constexpr int kPendingSlots = 64;
+    static constexpr int kFree = 0;
+
+    class Locked;  // the lock, with the queue forgotten on taking and on letting go
+    // const: the registrations are logically those not queued for
+    // forgetting, so applying the queue (also from of() and naming())
+    // changes nothing a caller can observe.
+    void forget_locked(int fd) const noexcept;
+    void forget_pending_locked() const noexcept;
+
     mutable std::mutex mutex_;
-    std::vector<EpollRegistration> regs_;
-    std::atomic<std::size_t> count_{0};
+    mutable std::vector<EpollRegistration> regs_;
+    mutable std::atomic<std::size_t> count_{0};
+    mutable std::atomic<int> pending_[kPendingSlots]{};
+    mutable std::atomic<int> pending_count_{0};
 };
 
 // Runs `swap` (which puts another file under `fd`) with every registration

@@ -61,7 +61,7 @@ int answer_ours_again(const std::vector<EpollRegistration>& regs, epoll_event* e
     int n = theirs;
     for (const EpollRegistration& r : regs) {
         if (n == max) break;
-        SocketEntry* e = SocketTable::instance().find(r.fd);
+        const EntryRef e = SocketTable::instance().find(r.fd);
         if (e == nullptr) continue;
         if (const std::uint32_t ev = ready_events(*e, r.events, true)) events[n++] = {ev, r.data};
     }
@@ -86,7 +86,7 @@ int wait_ours(int epfd, epoll_event* events, int max, int timeout_ms, const sigs
         bool upgrading = false;  // its descriptors are not in the set: wait in slices
         for (const EpollRegistration& r : regs) {
             if (n == max) break;
-            SocketEntry* e = SocketTable::instance().find(r.fd);
+            const EntryRef e = SocketTable::instance().find(r.fd);
             if (e == nullptr) continue;
             if (e->state == SocketState::Upgrading) upgrading = true;
             if (e->state == SocketState::Rdma) {
@@ -115,7 +115,7 @@ int wait_ours(int epfd, epoll_event* events, int max, int timeout_ms, const sigs
         for (int i = n; i < n + got; ++i) {
             bool ours = false;
             for (const EpollRegistration& r : regs) {
-                const SocketEntry* e = SocketTable::instance().find(r.fd);
+                const EntryRef e = SocketTable::instance().find(r.fd);
                 if (e != nullptr && same_data(events[i].data, r.data) &&
                     (e->state == SocketState::Rdma || e->state == SocketState::Upgrading || e->state == SocketState::Failed))
                     ours = true;
@@ -137,7 +137,7 @@ int wait_ours(int epfd, epoll_event* events, int max, int timeout_ms, const sigs
 extern "C" {
 
 __attribute__((visibility("default"))) int epoll_ctl(int epfd, int op, int fd, epoll_event* event) {
-    SocketEntry* e = in_transport() ? nullptr : SocketTable::instance().find(fd);
+    const EntryRef e = in_transport() ? EntryRef() : SocketTable::instance().find(fd);
     if (e == nullptr) return libc().epoll_ctl(epfd, op, fd, event);
     try {
         if (e->state != SocketState::Rdma) {  // still TCP: remembered for rebind_epoll()
@@ -176,6 +176,29 @@ __attribute__((visibility("default"))) int epoll_pwait(int epfd, epoll_event* ev
     if (in_transport() || EpollRegistry::instance().empty())
         return libc().epoll_pwait(epfd, events, max, timeout, mask);
     return wait_ours(epfd, events, max, timeout, mask);
+}
+
+// epoll_pwait with a timespec: the same wait, its timeout rounded up to
+// whole milliseconds when one of ours is in the set.
+__attribute__((visibility("default"))) int epoll_pwait2(int epfd, epoll_event* events, int max,
+                                                        const timespec* timeout, const sigset_t* mask) {
+    if (in_transport() || EpollRegistry::instance().empty()) {
+        if (libc().epoll_pwait2 == nullptr) {
+            errno = ENOSYS;
+            return -1;
+        }
+        return libc().epoll_pwait2(epfd, events, max, timeout, mask);
+    }
+    if (timeout != nullptr && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= 1'000'000'000L)) {
+        errno = EINVAL;
+        return -1;
+    }
+    int timeout_ms = -1;
+    if (timeout != nullptr) {
+        const long long ms = static_cast<long long>(timeout->tv_sec) * 1000 + (timeout->tv_nsec + 999'999) / 1'000'000;
+        timeout_ms = ms > INT_MAX ? INT_MAX : static_cast<int>(ms);
+    }
+    return wait_ours(epfd, events, max, timeout_ms, mask);
 }
 
 }  // extern "C"

@@ -43,8 +43,8 @@ int move_under(int relay, int fd, int tcp_fd) noexcept {
 
 }  // namespace
 
-SocketEntry* find_adopting(int fd) noexcept {
-    SocketEntry* e = SocketTable::instance().find(fd);
+EntryRef find_adopting(int fd) noexcept {
+    EntryRef e = SocketTable::instance().find(fd);
     if (e == nullptr || !inherited(*e) || t_letting_go > 0) return e;
     TransportCall inside;
     const int relay = e->connection->adopt_in_child();
@@ -58,10 +58,13 @@ SocketEntry* find_adopting(int fd) noexcept {
         e->failed_errno = moved;
         return e;
     }
-    std::unique_ptr<SocketEntry> gone = SocketTable::instance().take(fd);
-    if (gone->tcp_fd >= 0) libc().close(gone->tcp_fd);  // our copy; the parent keeps its own
-    gone->connection.reset();  // in a child this lets go of the object, not the queue pair
-    return nullptr;
+    if (e->tcp_fd >= 0) libc().close(e->tcp_fd);  // our copy; the parent keeps its own
+    e->tcp_fd = -1;
+    e = EntryRef();
+    // Destroying the entry lets go of the Connection object; in a child
+    // that is not the queue pair.
+    SocketTable::instance().remove(fd);
+    return {};
 }
 
 bool forked_away(const SocketEntry& entry) noexcept {

@@ -12,13 +12,13 @@
 namespace pg_rdma::client {
 
 // The entry of `fd` as SocketTable::find() gives it, except that an
-// inherited RDMA session is first taken over: nullptr then, the number now
+// inherited RDMA session is first taken over: empty then, the number now
 // being a plain socket. An entry that stays is one the child could not take
 // (forked_away() says why when it is used). Only for calls that move bytes
 // (read, write, a wait for POLLIN or POLLOUT): a socket option, epoll_ctl
 // or shutdown in a child says nothing of who will use the session, and
 // must not take it from a parent that may still be waiting on it.
-SocketEntry* find_adopting(int fd) noexcept;
+EntryRef find_adopting(int fd) noexcept;
 
 // True (and one line on stderr, once per process) when `entry` is an RDMA
 // session made before this process was forked that this process did not

@@ -28,6 +28,12 @@ void find(F& slot, const char* name) noexcept {
     }
 }
 
+// For calls newer C libraries add: nullptr when this one has none.
+template <typename F>
+void find_optional(F& slot, const char* name) noexcept {
+    slot = reinterpret_cast<F>(interpose::library_function("libc.so.6", name));
+}
+
 void load() noexcept {
     find(g_libc.connect, "connect");
     find(g_libc.close, "close");
@@ -37,6 +43,10 @@ void load() noexcept {
     find(g_libc.write, "write");
     find(g_libc.readv, "readv");
     find(g_libc.writev, "writev");
+    find(g_libc.recvfrom, "recvfrom");
+    find(g_libc.sendto, "sendto");
+    find(g_libc.recvmsg, "recvmsg");
+    find(g_libc.sendmsg, "sendmsg");
     find(g_libc.poll, "poll");
     find(g_libc.ppoll, "ppoll");
     find(g_libc.select, "select");
@@ -49,6 +59,15 @@ void load() noexcept {
     find(g_libc.epoll_ctl, "epoll_ctl");
     find(g_libc.epoll_wait, "epoll_wait");
     find(g_libc.epoll_pwait, "epoll_pwait");
+    find_optional(g_libc.epoll_pwait2, "epoll_pwait2");
+    find(g_libc.dup, "dup");
+    find(g_libc.dup2, "dup2");
+    find(g_libc.dup3, "dup3");
+    find(g_libc.fcntl, "fcntl");
+    find(g_libc.fclose, "fclose");
+    find_optional(g_libc.fcntl64, "fcntl64");
+    find_optional(g_libc.close_range, "close_range");
+    find_optional(g_libc.closefrom, "closefrom");
     find(g_libc.fopen, "fopen");
     find(g_libc.fopen64, "fopen64");
 }

@@ -31,6 +31,10 @@ struct LibcCalls {
     ssize_t (*write)(int, const void*, size_t);
     ssize_t (*readv)(int, const iovec*, int);
     ssize_t (*writev)(int, const iovec*, int);
+    ssize_t (*recvfrom)(int, void*, size_t, int, sockaddr*, socklen_t*);
+    ssize_t (*sendto)(int, const void*, size_t, int, const sockaddr*, socklen_t);
+    ssize_t (*recvmsg)(int, msghdr*, int);
+    ssize_t (*sendmsg)(int, const msghdr*, int);
     int (*poll)(pollfd*, nfds_t, int);
     int (*ppoll)(pollfd*, nfds_t, const timespec*, const sigset_t*);
     int (*select)(int, fd_set*, fd_set*, fd_set*, timeval*);
@@ -43,6 +47,17 @@ struct LibcCalls {
     int (*epoll_ctl)(int, int, int, epoll_event*);
     int (*epoll_wait)(int, epoll_event*, int, int);
     int (*epoll_pwait)(int, epoll_event*, int, int, const sigset_t*);
+    // glibc 2.35 and later; nullptr with an older C library (the wrapper
+    // then answers ENOSYS, as such a libc would).
+    int (*epoll_pwait2)(int, epoll_event*, int, const timespec*, const sigset_t*);
+    int (*dup)(int);
+    int (*dup2)(int, int);
+    int (*dup3)(int, int, int);
+    int (*fcntl)(int, int, ...);
+    int (*fcntl64)(int, int, ...);     // glibc 2.28 and later, else nullptr
+    int (*close_range)(unsigned int, unsigned int, int);  // glibc 2.34 and later, else nullptr
+    void (*closefrom)(int);                               // glibc 2.34 and later, else nullptr
+    int (*fclose)(FILE*);
     FILE* (*fopen)(const char*, const char*);
     FILE* (*fopen64)(const char*, const char*);
 };

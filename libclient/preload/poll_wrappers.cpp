@@ -53,7 +53,7 @@ int timespec_ms(const timespec* ts) noexcept {
 // One descriptor of ours, alone, no signal mask: the Connection's wait()
 // (it busy-polls briefly before sleeping).
 bool wait_alone(pollfd& p, int timeout_ms, int& rc) noexcept {
-    SocketEntry* e = SocketTable::instance().find(p.fd);
+    const EntryRef e = SocketTable::instance().find(p.fd);
     if (e == nullptr || e->state != SocketState::Rdma) return false;
     if (forked_away(*e)) {  // as poll() reports a descriptor it cannot use
         p.revents = POLLNVAL;
@@ -88,7 +88,7 @@ int poll_ours(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) noexc
         int ready = 0;
         for (nfds_t i = 0; i < n; ++i) {
             fds[i].revents = 0;
-            if (SocketEntry* e = table.find(fds[i].fd)) {
+            if (const EntryRef e = table.find(fds[i].fd)) {
                 sub[i] = substitute(*e, fds[i].fd, fds[i].events);
                 fds[i].revents = ready_now(*e, fds[i].events);
                 if (fds[i].revents != 0) ++ready;
@@ -100,7 +100,7 @@ int poll_ours(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) noexc
         int wait = ready > 0 ? 0 : (timeout_ms < 0 ? -1 : remaining_ms(deadline));
         // An upgrade's deadline wakes the wait: its next step must run then.
         for (nfds_t i = 0; i < n && wait != 0; ++i)
-            if (const SocketEntry* e = table.find(fds[i].fd))
+            if (const EntryRef e = table.find(fds[i].fd))
                 if (const int limit = upgrade_wait_limit(*e); limit >= 0 && (wait < 0 || limit < wait)) wait = limit;
         int real;
         if (mask == nullptr) {
@@ -112,7 +112,7 @@ int poll_ours(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) noexc
         if (real < 0) return -1;
         int count = 0;
         for (nfds_t i = 0; i < n; ++i) {
-            if (SocketEntry* e = table.find(fds[i].fd))
+            if (const EntryRef e = table.find(fds[i].fd))
                 fds[i].revents = static_cast<short>(fds[i].revents | translate(*e, fds[i].events, sub[i].revents));
             else
                 fds[i].revents = sub[i].revents;

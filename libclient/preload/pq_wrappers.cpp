@@ -198,7 +198,7 @@ __attribute__((visibility("default"))) PostgresPollingStatusType PQconnectPoll(P
         // with it, then tries the next or fails). Holding it back would
         // spin its loop on an expired deadline.
         const bool abandoning = pq->PQstatus(conn) == CONNECTION_NEEDED;
-        if (SocketEntry* entry = SocketTable::instance().find(fd)) {
+        if (const EntryRef entry = SocketTable::instance().find(fd)) {
             if (abandoning) failure = abandoned_by_libpq(*entry);
             else if (auto answer = drive(conn, fd, *entry, failure)) return *answer;
         }

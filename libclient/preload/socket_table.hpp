@@ -8,12 +8,19 @@
 //
 // One PGconn is used by one thread at a time (libpq's rule), and so is its
 // socket's entry: entries are created, changed and removed by the thread
-// driving that connection.
+// driving that connection. A program may still close the number while
+// another thread, or a signal handler on this one, is inside a call on it;
+// so a lookup pins the entry (EntryRef), and an entry taken out of the
+// table is destroyed by whoever lets go of it last: the remover at once
+// when nobody else holds it, else the last call still inside. Its memory
+// (a Shell) is never freed, only reused, so a lookup racing a removal
+// touches nothing that is gone.
 #pragma once
 
 #include <sys/socket.h>
 
 #include <atomic>
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -45,25 +52,70 @@ struct SocketEntry {
     bool told_failure = false;                           // Rdma: the session's RDMA failure was said
 };
 
+// What is done with an entry when it is destroyed, besides destroying it:
+// an errno value or 0.
+using Teardown = int (*)(SocketEntry& entry) noexcept;
+
+// The reusable home of one entry (socket_table.cpp).
+struct Shell;
+
+// A pinned entry: it stays whole while this exists. Empty when the number
+// has no entry. Move-only; one thread.
+class EntryRef {
+public:
+    EntryRef() noexcept = default;
+    EntryRef(EntryRef&& other) noexcept : shell_(other.shell_) { other.shell_ = nullptr; }
+    EntryRef& operator=(EntryRef&& other) noexcept;
+    EntryRef(const EntryRef&) = delete;
+    EntryRef& operator=(const EntryRef&) = delete;
+    ~EntryRef();
+
+    SocketEntry* get() const noexcept;
+    SocketEntry* operator->() const noexcept { return get(); }
+    SocketEntry& operator*() const noexcept { return *get(); }
+    explicit operator bool() const noexcept { return shell_ != nullptr; }
+    friend bool operator==(const EntryRef& ref, std::nullptr_t) noexcept { return ref.shell_ == nullptr; }
+
+private:
+    friend class SocketTable;
+    explicit EntryRef(Shell* shell) noexcept : shell_(shell) {}
+    Shell* shell_ = nullptr;
+};
+
 class SocketTable {
 public:
     static constexpr int kSlots = 1 << 16;  // descriptors above are never upgraded
 
     static SocketTable& instance() noexcept;
 
-    // nullptr when `fd` has no entry (the common case, lock-free).
-    SocketEntry* find(int fd) const noexcept {
-        if (fd < 0 || fd >= kSlots || count_.load(std::memory_order_acquire) == 0) return nullptr;
-        return slots_[fd].load(std::memory_order_acquire);
-    }
+    // Empty when `fd` has no entry (the common case, lock-free) or its
+    // entry is being removed.
+    EntryRef find(int fd) const noexcept;
     // True when any descriptor has an entry (the wrappers' first check).
     bool any() const noexcept { return count_.load(std::memory_order_acquire) != 0; }
     // False when `fd` is out of range or already has an entry.
     bool install(int fd, std::unique_ptr<SocketEntry> entry) noexcept;
-    std::unique_ptr<SocketEntry> take(int fd) noexcept;
+    // `copy` (a dup of `fd`) is another number for `fd`'s entry, as a dup'ed
+    // socket is another number for the same connection. False when `fd` has
+    // no live entry, or `copy` is out of range or has one.
+    bool alias(int fd, int copy) noexcept;
+
+    struct Removal {
+        bool found = false;   // `fd` had an entry
+        bool now = false;     // it was destroyed in this call (else by the last holder)
+        int error = 0;        // teardown's result, when now
+    };
+    // Takes the number `fd` out of the table. When it was the entry's last
+    // number, the entry is destroyed, after `teardown` (if any) has run on
+    // it, as soon as no call holds it any more. The number itself is the
+    // caller's to close.
+    Removal remove(int fd, Teardown teardown = nullptr) noexcept;
 
 private:
-    std::atomic<SocketEntry*> slots_[kSlots]{};
+    friend class EntryRef;
+    static bool release(Shell* shell, int* error) noexcept;
+
+    std::atomic<Shell*> slots_[kSlots]{};
     std::atomic<int> count_{0};
 };
 

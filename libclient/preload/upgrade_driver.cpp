@@ -165,13 +165,13 @@ std::optional<PostgresPollingStatusType> finish_upgrade(PGconn* conn, int fd, So
                     fail_attempt(entry, e, why, failure);
                 } else {
                     warn_fallback(conn, why);
-                    SocketTable::instance().take(fd);
+                    SocketTable::instance().remove(fd);
                 }
             }
             return std::nullopt;
         case UpgradeOutcome::TcpSame:
             warn_fallback(conn, result.error.message);
-            SocketTable::instance().take(fd);
+            SocketTable::instance().remove(fd);
             return std::nullopt;
         case UpgradeOutcome::TcpReconnect:
             warn_fallback(conn, result.error.message);
@@ -245,7 +245,7 @@ std::optional<PostgresPollingStatusType> drive(PGconn* conn, int fd, SocketEntry
                 return std::nullopt;
             }
             // Connected: plain libpq from here on.
-            SocketTable::instance().take(fd);
+            SocketTable::instance().remove(fd);
             return std::nullopt;
         }
         case SocketState::Rdma:

@@ -1,0 +1,144 @@
+// Calls that copy, replace or close descriptor numbers without close():
+// dup, dup2, dup3, fcntl(F_DUPFD*), close_range, closefrom and fclose. On
+// a number this library looks after they keep the SocketTable true:
+//   - a copy of an upgraded socket (dup; Python's socket.fromfd) is another
+//     number for the same session, as a dup'ed socket is for the same TCP
+//     connection: both move the session's bytes, and it ends with the last;
+//   - a number replaced (dup2/dup3 onto it) or closed in bulk (close_range,
+//     closefrom, fclose of an fdopen'ed socket) stops being the session's,
+//     so the next file to get that number is never mistaken for it.
+// Other numbers go to libc untouched, at the cost of one atomic load.
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdarg>
+
+#include "libclient/preload/epoll_registry.hpp"
+#include "libclient/preload/libc_calls.hpp"
+#include "libclient/preload/socket_io.hpp"
+#include "libclient/preload/socket_table.hpp"
+
+using namespace pg_rdma::client;
+
+namespace {
+
+bool watching() noexcept { return !in_transport() && SocketTable::instance().any(); }
+
+// `copy` is now a duplicate of `fd`: it names `fd`'s session too. When the
+// table cannot say so (`copy` beyond its range), the copy is a plain
+// descriptor, as any number this library never saw.
+void copied(int fd, int copy) noexcept {
+    if (copy >= 0 && copy != fd) (void)SocketTable::instance().alias(fd, copy);
+}
+
+// `fd` is about to be replaced or closed by a call that is not close():
+// forget what this library knew of it (the session ends with its last
+// number).
+void dropping(int fd) noexcept {
+    if (!EpollRegistry::instance().empty()) EpollRegistry::instance().forget_descriptor(fd);
+    if (SocketTable::instance().any()) (void)SocketTable::instance().remove(fd, end_session);
+}
+
+bool is_dup_command(int cmd) noexcept { return cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC; }
+
+// fcntl and fcntl64 take one argument of a type that depends on the
+// command; like glibc, pass it on as a word.
+int fcntl_with(int (*real)(int, int, ...), int fd, int cmd, void* arg) noexcept {
+    if (!is_dup_command(cmd) || !watching()) return real(fd, cmd, arg);
+    const int copy = real(fd, cmd, arg);
+    if (copy >= 0) copied(fd, copy);
+    return copy;
+}
+
+}  // namespace
+
+// Named by assembler name: with _FILE_OFFSET_BITS=64 glibc's header makes
+// `fcntl` in C++ mean the symbol fcntl64, and both must be ours.
+extern "C" int fcntl_wrapper(int fd, int cmd, ...) __asm__("fcntl");
+extern "C" int fcntl64_wrapper(int fd, int cmd, ...) __asm__("fcntl64");
+
+extern "C" {
+
+__attribute__((visibility("default"))) int dup(int fd) {
+    if (!watching()) return libc().dup(fd);
+    const int copy = libc().dup(fd);
+    if (copy >= 0) copied(fd, copy);
+    return copy;
+}
+
+__attribute__((visibility("default"))) int dup2(int fd, int target) {
+    if (!watching() || fd == target) return libc().dup2(fd, target);
+    // Only once the call can succeed: dup2 with a bad fd leaves target open.
+    if (libc().fcntl(fd, F_GETFD) < 0) return libc().dup2(fd, target);
+    dropping(target);
+    const int rc = libc().dup2(fd, target);
+    if (rc >= 0) copied(fd, target);
+    return rc;
+}
+
+__attribute__((visibility("default"))) int dup3(int fd, int target, int flags) {
+    if (!watching() || fd == target) return libc().dup3(fd, target, flags);
+    if (libc().fcntl(fd, F_GETFD) < 0) return libc().dup3(fd, target, flags);
+    dropping(target);
+    const int rc = libc().dup3(fd, target, flags);
+    if (rc >= 0) copied(fd, target);
+    return rc;
+}
+
+__attribute__((visibility("default"))) int fcntl_wrapper(int fd, int cmd, ...) {
+    va_list ap;
+    va_start(ap, cmd);
+    void* arg = va_arg(ap, void*);
+    va_end(ap);
+    return fcntl_with(libc().fcntl, fd, cmd, arg);
+}
+
+__attribute__((visibility("default"))) int fcntl64_wrapper(int fd, int cmd, ...) {
+    va_list ap;
+    va_start(ap, cmd);
+    void* arg = va_arg(ap, void*);
+    va_end(ap);
+    return fcntl_with(libc().fcntl64 != nullptr ? libc().fcntl64 : libc().fcntl, fd, cmd, arg);
+}
+
+__attribute__((visibility("default"))) int close_range(unsigned int first, unsigned int last, int flags) {
+    // CLOSE_RANGE_CLOEXEC only marks them; nothing closes now.
+    if (!in_transport() && (flags & CLOSE_RANGE_CLOEXEC) == 0 && first <= last) {
+        const unsigned int top = last < static_cast<unsigned int>(SocketTable::kSlots - 1)
+                                     ? last
+                                     : static_cast<unsigned int>(SocketTable::kSlots - 1);
+        if (!EpollRegistry::instance().empty()) EpollRegistry::instance().forget_range(first, last);
+        if (SocketTable::instance().any())
+            for (unsigned int fd = first; fd <= top && SocketTable::instance().any(); ++fd)
+                (void)SocketTable::instance().remove(static_cast<int>(fd), end_session);
+    }
+    if (libc().close_range == nullptr) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return libc().close_range(first, last, flags);
+}
+
+__attribute__((visibility("default"))) void closefrom(int lowest) {
+    if (!in_transport() && lowest >= 0) {
+        if (!EpollRegistry::instance().empty())
+            EpollRegistry::instance().forget_range(static_cast<unsigned int>(lowest), UINT_MAX);
+        for (int fd = lowest; fd < SocketTable::kSlots && SocketTable::instance().any(); ++fd)
+            (void)SocketTable::instance().remove(fd, end_session);
+    }
+    if (libc().closefrom != nullptr) libc().closefrom(lowest);
+}
+
+__attribute__((visibility("default"))) int fclose(FILE* stream) {
+    if (stream != nullptr && watching()) {
+        const int fd = fileno(stream);
+        if (fd >= 0) dropping(fd);
+    }
+    return libc().fclose(stream);
+}
+
+}  // extern "C"

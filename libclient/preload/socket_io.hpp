@@ -1,0 +1,42 @@
+// Data and socket-level calls on a descriptor this library looks after,
+// shared by every wrapper that takes one (socket_wrappers.cpp for the
+// plain calls, message_wrappers.cpp for the msghdr and address forms,
+// fortified_wrappers.cpp for glibc's _FORTIFY_SOURCE entry points).
+// POSIX contract throughout: -1 and errno. Never an exception.
+#pragma once
+
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "libclient/preload/socket_table.hpp"
+
+namespace pg_rdma::client {
+
+// The entry of `fd`, pinned, when this call is ours to handle; else empty.
+EntryRef ours(int fd) noexcept;
+
+// The same for a data call: a forked child moving bytes on a session it
+// inherited takes it over first (inherited_session.hpp). Socket-level
+// queries and shutdown do not: they say nothing of who will use it.
+EntryRef ours_for_data(int fd) noexcept;
+
+// The descriptor socket-level calls on `fd` should reach.
+int socket_of(const SocketEntry& entry, int fd) noexcept;
+
+// Data calls while the upgrade still owns the socket: libpq sends nothing
+// then (PQconnectPoll does not run it), but an application might. True
+// when such a call goes to the TCP socket as it is.
+bool passes_through(const SocketEntry& entry) noexcept;
+
+// The Teardown (socket_table.hpp) of an entry whose program closed it: the
+// session is closed (a forked child's copy of its parent's is only let go
+// of), then the TCP socket kept beside it. Its numbers are the closer's.
+int end_session(SocketEntry& entry) noexcept;
+
+// Bytes in and out of the entry's session (one buffer, or a gather list).
+ssize_t conn_read(SocketEntry& entry, void* buf, size_t len) noexcept;
+ssize_t conn_write(SocketEntry& entry, const void* buf, size_t len) noexcept;
+ssize_t conn_writev(SocketEntry& entry, const iovec* iov, int iovcnt) noexcept;
+
+}  // namespace pg_rdma::client
