@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <stdio.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -26,13 +27,20 @@ using namespace pg_rdma::client;
 
 namespace {
 
-bool watching() noexcept { return !in_transport() && SocketTable::instance().any(); }
+// Whether this call must keep the tables true. Not for the transport's own
+// calls (they go to libc directly), and not in a vfork child, whose closes
+// must leave the parent's sessions alone (SocketTable::owned_here()).
+// in_transport() is not asked: a signal handler interrupting a transport
+// call is the program's, and its closes count.
+bool watching() noexcept {
+    return (SocketTable::instance().any() || !EpollRegistry::instance().empty()) && SocketTable::owned_here();
+}
 
 // `copy` is now a duplicate of `fd`: it names `fd`'s session too. When the
 // table cannot say so (`copy` beyond its range), the copy is a plain
 // descriptor, as any number this library never saw.
 void copied(int fd, int copy) noexcept {
-    if (copy >= 0 && copy != fd) (void)SocketTable::instance().alias(fd, copy);
+    if (copy >= 0 && copy != fd && SocketTable::instance().any()) (void)SocketTable::instance().alias(fd, copy);
 }
 
 // `fd` is about to be replaced or closed by a call that is not close():
@@ -81,7 +89,7 @@ __attribute__((visibility("default"))) int dup2(int fd, int target) {
 }
 
 __attribute__((visibility("default"))) int dup3(int fd, int target, int flags) {
-    if (!watching() || fd == target) return libc().dup3(fd, target, flags);
+    if (!watching() || fd == target || (flags & ~O_CLOEXEC) != 0) return libc().dup3(fd, target, flags);
     if (libc().fcntl(fd, F_GETFD) < 0) return libc().dup3(fd, target, flags);
     dropping(target);
     const int rc = libc().dup3(fd, target, flags);
@@ -106,8 +114,10 @@ __attribute__((visibility("default"))) int fcntl64_wrapper(int fd, int cmd, ...)
 }
 
 __attribute__((visibility("default"))) int close_range(unsigned int first, unsigned int last, int flags) {
-    // CLOSE_RANGE_CLOEXEC only marks them; nothing closes now.
-    if (!in_transport() && (flags & CLOSE_RANGE_CLOEXEC) == 0 && first <= last) {
+    // CLOSE_RANGE_CLOEXEC only marks them; nothing closes now. With
+    // CLOSE_RANGE_UNSHARE the caller closes them in a private copy of the
+    // table another thread may still use; the sessions end all the same.
+    if ((flags & CLOSE_RANGE_CLOEXEC) == 0 && first <= last && watching()) {
         const unsigned int top = last < static_cast<unsigned int>(SocketTable::kSlots - 1)
                                      ? last
                                      : static_cast<unsigned int>(SocketTable::kSlots - 1);
@@ -116,21 +126,20 @@ __attribute__((visibility("default"))) int close_range(unsigned int first, unsig
             for (unsigned int fd = first; fd <= top && SocketTable::instance().any(); ++fd)
                 (void)SocketTable::instance().remove(static_cast<int>(fd), end_session);
     }
-    if (libc().close_range == nullptr) {
-        errno = ENOSYS;
-        return -1;
-    }
+    if (libc().close_range == nullptr)
+        return static_cast<int>(syscall(SYS_close_range, first, last, static_cast<unsigned int>(flags)));
     return libc().close_range(first, last, flags);
 }
 
 __attribute__((visibility("default"))) void closefrom(int lowest) {
-    if (!in_transport() && lowest >= 0) {
+    if (lowest >= 0 && watching()) {
         if (!EpollRegistry::instance().empty())
             EpollRegistry::instance().forget_range(static_cast<unsigned int>(lowest), UINT_MAX);
         for (int fd = lowest; fd < SocketTable::kSlots && SocketTable::instance().any(); ++fd)
             (void)SocketTable::instance().remove(fd, end_session);
     }
     if (libc().closefrom != nullptr) libc().closefrom(lowest);
+    else if (lowest >= 0) (void)syscall(SYS_close_range, static_cast<unsigned int>(lowest), ~0U, 0U);
 }
 
 __attribute__((visibility("default"))) int fclose(FILE* stream) {

@@ -1,6 +1,9 @@
 #include "libclient/preload/epoll_registry.hpp"
 
+#include <fcntl.h>
+
 #include <algorithm>
+#include <climits>
 
 namespace pg_rdma::client {
 
@@ -49,6 +52,14 @@ void EpollRegistry::forget_locked(int fd) const noexcept {
 }
 
 void EpollRegistry::forget_pending_locked() const noexcept {
+    if (overflow_.exchange(false, std::memory_order_acq_rel)) {
+        // Closes that found the queue full (or a range closed while the
+        // lock was held): whatever names a descriptor no longer open goes.
+        std::erase_if(regs_, [](const EpollRegistration& r) {
+            return libc().fcntl(r.epfd, F_GETFD) < 0 || libc().fcntl(r.fd, F_GETFD) < 0;
+        });
+        count_.store(regs_.size(), std::memory_order_release);
+    }
     if (pending_count_.load(std::memory_order_acquire) == 0) return;
     for (auto& slot : pending_) {
         const int held = slot.exchange(kFree, std::memory_order_acq_rel);
@@ -59,6 +70,7 @@ void EpollRegistry::forget_pending_locked() const noexcept {
 }
 
 void EpollRegistry::forget_descriptor(int fd) noexcept {
+    if (fd < 0 || fd == INT_MAX) return;  // never registered (and fd + 1 must fit)
     if (mutex_.try_lock()) {
         forget_pending_locked();
         forget_locked(fd);
@@ -68,30 +80,31 @@ void EpollRegistry::forget_descriptor(int fd) noexcept {
     }
     // Counted first: a holder letting go after the slot is filled sees it.
     pending_count_.fetch_add(1, std::memory_order_acq_rel);
-    for (;;) {
-        for (auto& slot : pending_) {
-            int expected = kFree;
-            if (slot.compare_exchange_strong(expected, fd + 1, std::memory_order_acq_rel)) return;
-        }
-        // Every slot taken (64 closes queued behind one holder): the holder is
-        // another thread busy with them, so waiting for it cannot deadlock.
-        if (mutex_.try_lock()) {
-            pending_count_.fetch_sub(1, std::memory_order_acq_rel);
-            forget_pending_locked();
-            forget_locked(fd);
-            mutex_.unlock();
-            return;
-        }
+    for (auto& slot : pending_) {
+        int expected = kFree;
+        if (slot.compare_exchange_strong(expected, fd + 1, std::memory_order_acq_rel)) return;
     }
+    // Every slot taken: the holder checks every registration instead (the
+    // holder may be the thread this handler interrupted, so never wait).
+    pending_count_.fetch_sub(1, std::memory_order_acq_rel);
+    overflow_.store(true, std::memory_order_release);
 }
 
 void EpollRegistry::forget_range(unsigned int first, unsigned int last) noexcept {
-    Locked lock(*this);
+    if (!mutex_.try_lock()) {
+        // Held (by another thread, or in a fork child by a thread that is
+        // gone): the holder checks every registration on letting go.
+        overflow_.store(true, std::memory_order_release);
+        return;
+    }
+    forget_pending_locked();
     const auto in_range = [&](int fd) {
         return fd >= 0 && static_cast<unsigned int>(fd) >= first && static_cast<unsigned int>(fd) <= last;
     };
     std::erase_if(regs_, [&](const EpollRegistration& r) { return in_range(r.epfd) || in_range(r.fd); });
     count_.store(regs_.size(), std::memory_order_release);
+    forget_pending_locked();
+    mutex_.unlock();
 }
 
 std::vector<EpollRegistration> EpollRegistry::of(int epfd) const {

@@ -48,7 +48,7 @@ public:
     // never loses a registration made for its new file.
     void forget_descriptor(int fd) noexcept;
     // Every registration naming a descriptor in [first, last] (close_range,
-    // closefrom; not from signal handlers, so it may wait for the lock).
+    // closefrom). Never waits for the lock either.
     void forget_range(unsigned int first, unsigned int last) noexcept;
     [[nodiscard]] std::vector<EpollRegistration> of(int epfd) const;
     [[nodiscard]] std::vector<EpollRegistration> naming(int fd) const;
@@ -71,6 +71,8 @@ private:
     mutable std::atomic<std::size_t> count_{0};
     mutable std::atomic<int> pending_[kPendingSlots]{};
     mutable std::atomic<int> pending_count_{0};
+    // Set when a close could not be queued: every registration is checked.
+    mutable std::atomic<bool> overflow_{false};
 };
 
 // Runs `swap` (which puts another file under `fd`) with every registration

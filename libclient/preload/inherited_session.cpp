@@ -29,14 +29,14 @@ bool inherited(const SocketEntry& e) noexcept {
 // change what the parent's set watches. (The kernel keeps the parent's
 // registration: it names the file the number had, not the number.)
 int move_under(int relay, int fd, int tcp_fd) noexcept {
-    const int status = ::fcntl(tcp_fd, F_GETFL);
+    const int status = libc().fcntl(tcp_fd, F_GETFL);
     if (status >= 0 && (status & O_NONBLOCK) != 0) {
-        const int own = ::fcntl(relay, F_GETFL);
-        if (own < 0 || ::fcntl(relay, F_SETFL, own | O_NONBLOCK) < 0) return errno;
+        const int own = libc().fcntl(relay, F_GETFL);
+        if (own < 0 || libc().fcntl(relay, F_SETFL, own | O_NONBLOCK) < 0) return errno;
     }
-    const int fd_flags = ::fcntl(fd, F_GETFD);
+    const int fd_flags = libc().fcntl(fd, F_GETFD);
     const int dup_flags = (fd_flags >= 0 && (fd_flags & FD_CLOEXEC) != 0) ? O_CLOEXEC : 0;
-    if (::dup3(relay, fd, dup_flags) < 0) return errno;
+    if (libc().dup3(relay, fd, dup_flags) < 0) return errno;
     if (!EpollRegistry::instance().empty()) EpollRegistry::instance().forget_descriptor(fd);
     return 0;
 }

@@ -35,9 +35,9 @@ std::size_t g_known_count = 0;
 std::array<Caller, kMaxCallers> g_callers;
 std::size_t g_callers_count = 0;
 
-// libpq.so.5, resolved once: the common case costs one atomic load.
-std::once_flag g_default_once;
-const LibpqCalls* g_default = nullptr;
+// The global scope's libpq, once found: every caller binds to it first, so
+// the common case costs one atomic load.
+std::atomic<const LibpqCalls*> g_global{nullptr};
 
 __attribute__((tls_model("initial-exec"))) thread_local const LibpqCalls* t_current = nullptr;
 
@@ -97,11 +97,10 @@ void resolve_from(void* connectdb, LibpqCalls& c) noexcept {
     c.complete = all && c.PQconnectdb != nullptr;
 }
 
-// The definition of PQconnectdb that code in the object at `caller` would
-// reach without this library: the global scope after us, else the caller's
-// own dependencies.
-void* connectdb_for(const void* caller) noexcept {
-    if (void* f = dlsym(RTLD_NEXT, "PQconnectdb"); f != nullptr && !is_ours(f)) return f;
+// The definition of PQconnectdb among the dependencies of the object at
+// `caller` (dlsym on its handle searches the object and what it needs,
+// not the global scope).
+void* local_connectdb_for(const void* caller) noexcept {
     Dl_info info{};
     if (caller == nullptr || dladdr(caller, &info) == 0 || info.dli_fname == nullptr || info.dli_fname[0] == '\0')
         return nullptr;
@@ -126,25 +125,27 @@ const LibpqCalls* known_for(void* connectdb) noexcept {
     return &k.calls;
 }
 
-void load_default() noexcept {
-    void* f = interpose::library_function("libpq.so.5", "PQconnectdb");
-    if (f == nullptr) return;
-    std::lock_guard lock(g_mutex);
-    g_default = known_for(f);
-}
-
 }  // namespace
 
 const LibpqCalls* libpq_for(const void* caller) noexcept {
-    std::call_once(g_default_once, load_default);
-    if (g_default != nullptr && g_default->complete) return g_default;
+    if (const LibpqCalls* global = g_global.load(std::memory_order_acquire)) return global;
+    // In the global scope after us: what every caller binds to first. Kept
+    // once found (a libpq loaded later with RTLD_GLOBAL is found then).
+    if (void* f = dlsym(RTLD_NEXT, "PQconnectdb"); f != nullptr && !is_ours(f)) {
+        std::lock_guard lock(g_mutex);
+        const LibpqCalls* found = known_for(f);
+        if (found != nullptr) g_global.store(found, std::memory_order_release);
+        return found;
+    }
     const void* base = object_base(caller);
     std::lock_guard lock(g_mutex);
     for (std::size_t i = 0; i < g_callers_count; ++i)
         if (g_callers[i].base == base) return g_callers[i].calls;
-    void* f = connectdb_for(caller);
-    const LibpqCalls* found = f != nullptr ? known_for(f) : g_default;
-    if (base != nullptr && g_callers_count < kMaxCallers) g_callers[g_callers_count++] = {base, found};
+    void* f = local_connectdb_for(caller);
+    // Last: a libpq.so.5 that some module loaded for itself.
+    if (f == nullptr) f = interpose::library_function("libpq.so.5", "PQconnectdb");
+    const LibpqCalls* found = f != nullptr ? known_for(f) : nullptr;
+    if (base != nullptr && found != nullptr && g_callers_count < kMaxCallers) g_callers[g_callers_count++] = {base, found};
     return found;
 }
 
@@ -158,8 +159,7 @@ const LibpqCalls& libpq() noexcept {
     std::abort();
 }
 
-void warn_libpq_once(const char* function, const char* what) noexcept {
-    static std::atomic<bool> said{false};
+void warn_libpq_once(std::atomic<bool>& said, const char* function, const char* what) noexcept {
     if (said.exchange(true)) return;
     say("libpq_rdma: ", function, what);
 }

@@ -1,13 +1,13 @@
 // libpq's own definitions of the functions this library wraps or uses.
 //
 // Which libpq: the one the calling code's own calls would reach if this
-// library were not there. Usually that is libpq.so.5, found by name (not
-// through the global scope, where our wrappers come first). A program may
-// carry its own copy under another name instead (binary Python wheels, for
-// one, ship a renamed libpq, often in a module loaded with RTLD_LOCAL); then
-// it is the next definition in the global scope, or else the one in the
-// calling object's own dependencies. Each libpq found is resolved once and
-// kept; several may be in one process, and each wrapper uses its caller's.
+// library were not there, as the dynamic linker binds them: the next
+// definition in the global scope (libpq.so.5 for a program linked with
+// it), else the one among the calling object's own dependencies (a module
+// loaded with RTLD_LOCAL, such as a binary Python wheel's, with its own
+// renamed copy), else, last, a libpq.so.5 loaded anywhere. Each copy found
+// is resolved once and kept; several may be in one process, and each
+// wrapper uses its caller's, so PGconns never cross copies.
 //
 // Nothing here aborts: a caller for which no libpq can be found gets the
 // wrapper's failure value and a message on stderr, once.
@@ -15,6 +15,7 @@
 
 #include <libpq-fe.h>
 
+#include <atomic>
 #include <cstddef>
 
 namespace pg_rdma::client {
@@ -72,8 +73,9 @@ private:
 // anything below it calls libpq).
 const LibpqCalls& libpq() noexcept;
 
-// Says once on stderr that `function` was called where no libpq (or no
-// complete one) could be found; `what` is the rest of the sentence.
-void warn_libpq_once(const char* function, const char* what) noexcept;
+// Says on stderr, the first time `said` is set, that `function` was called
+// where no libpq (or no complete one) could be found; `what` is the rest
+// of the sentence.
+void warn_libpq_once(std::atomic<bool>& said, const char* function, const char* what) noexcept;
 
 }  // namespace pg_rdma::client

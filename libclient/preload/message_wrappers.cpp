@@ -17,7 +17,7 @@ using namespace pg_rdma::client;
 
 namespace {
 
-constexpr int kRecvFlags = MSG_DONTWAIT | MSG_NOSIGNAL;
+constexpr int kRecvFlags = MSG_DONTWAIT | MSG_NOSIGNAL | MSG_CMSG_CLOEXEC;
 constexpr int kSendFlags = MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE;
 
 ssize_t unsupported() noexcept {
@@ -28,6 +28,10 @@ ssize_t unsupported() noexcept {
 // A read into the first non-empty buffer of the list (a short read is
 // allowed, as readv's is).
 ssize_t read_into(SocketEntry& e, const iovec* iov, std::size_t count) noexcept {
+    if (iov == nullptr && count > 0) {
+        errno = EFAULT;
+        return -1;
+    }
     for (std::size_t i = 0; i < count; ++i)
         if (iov[i].iov_len > 0) return conn_read(e, iov[i].iov_base, iov[i].iov_len);
     return conn_read(e, nullptr, 0);
@@ -84,6 +88,10 @@ __attribute__((visibility("default"))) ssize_t sendmsg(int fd, const msghdr* msg
     }
     // Descriptors or credentials cannot travel over a session.
     if (msg->msg_controllen > 0) return unsupported();
+    if (msg->msg_iov == nullptr && msg->msg_iovlen > 0) {
+        errno = EFAULT;
+        return -1;
+    }
     if (msg->msg_iovlen > static_cast<std::size_t>(IOV_MAX)) {
         errno = EMSGSIZE;
         return -1;

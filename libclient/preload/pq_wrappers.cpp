@@ -99,12 +99,14 @@ namespace {
 // wrapper then fails as libpq fails for lack of memory, and says why once;
 // a crash is never the answer.
 const LibpqCalls* usable(const LibpqCalls* pq, const char* function) noexcept {
+    static std::atomic<bool> said_none{false};
+    static std::atomic<bool> said_incomplete{false};
     if (pq == nullptr) {
-        warn_libpq_once(function, ": no libpq defining it is loaded for this caller; the call fails\n");
+        warn_libpq_once(said_none, function, ": no libpq defining it is loaded for this caller; the call fails\n");
         return nullptr;
     }
     if (!pq->complete)
-        warn_libpq_once(function, ": this program's libpq lacks functions libpq_rdma.so needs; with_rsocket "
+        warn_libpq_once(said_incomplete, function, ": this program's libpq lacks functions libpq_rdma.so needs; with_rsocket "
                                   "is not available to it and its connections are plain libpq's\n");
     return pq;
 }

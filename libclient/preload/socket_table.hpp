@@ -93,6 +93,12 @@ public:
     EntryRef find(int fd) const noexcept;
     // True when any descriptor has an entry (the wrappers' first check).
     bool any() const noexcept { return count_.load(std::memory_order_acquire) != 0; }
+    // False in a child that shares its parent's memory (vfork: Python's
+    // subprocess closes every descriptor there with close_range before
+    // exec): the table and the sessions are the parent's, and the child's
+    // closes must leave them alone. One system call: ask only when the
+    // table or the epoll registry has something.
+    static bool owned_here() noexcept;
     // False when `fd` is out of range or already has an entry.
     bool install(int fd, std::unique_ptr<SocketEntry> entry) noexcept;
     // `copy` (a dup of `fd`) is another number for `fd`'s entry, as a dup'ed

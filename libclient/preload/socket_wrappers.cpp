@@ -69,8 +69,12 @@ __attribute__((visibility("default"))) int connect(int fd, const sockaddr* addr,
     return rc;
 }
 
+// in_transport() is not asked: the transport's own closes are of its own
+// descriptors, which have no entry, and a signal handler that interrupted
+// a transport call is the program's, its close() one to honour.
 __attribute__((visibility("default"))) int close(int fd) {
-    if (in_transport()) return libc().close(fd);
+    if ((EpollRegistry::instance().empty() && !SocketTable::instance().any()) || !SocketTable::owned_here())
+        return libc().close(fd);
     if (!EpollRegistry::instance().empty()) EpollRegistry::instance().forget_descriptor(fd);
     if (!SocketTable::instance().any()) return libc().close(fd);
     // The number is a duplicate of the transport's own descriptor, so it is

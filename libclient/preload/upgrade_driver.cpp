@@ -104,9 +104,9 @@ int reconnect(int fd, const SocketEntry& entry) {
     const int fresh = ::socket(entry.peer.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fresh < 0) return errno;
     copy_socket_options(fd, fresh);
-    const int flags = ::fcntl(fd, F_GETFD);
+    const int flags = libc().fcntl(fd, F_GETFD);
     const int moved = rebind_epoll(fd, false, [&] {
-        return ::dup3(fresh, fd, (flags >= 0 && (flags & FD_CLOEXEC) != 0) ? O_CLOEXEC : 0) < 0 ? errno : 0;
+        return libc().dup3(fresh, fd, (flags >= 0 && (flags & FD_CLOEXEC) != 0) ? O_CLOEXEC : 0) < 0 ? errno : 0;
     });
     if (moved != 0) {
         libc().close(fresh);
@@ -123,11 +123,11 @@ int reconnect(int fd, const SocketEntry& entry) {
 // open, the session's identity for the server), the transport's fd onto
 // libpq's number. 0, or an errno.
 int take_over(int fd, SocketEntry& entry, std::unique_ptr<transport::Connection> connection) {
-    const int flags = ::fcntl(fd, F_GETFD);
-    const int tcp = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    const int flags = libc().fcntl(fd, F_GETFD);
+    const int tcp = libc().fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (tcp < 0) return errno;
     const int moved = rebind_epoll(fd, true, [&] {
-        return ::dup3(connection->fd(), fd, (flags >= 0 && (flags & FD_CLOEXEC) != 0) ? O_CLOEXEC : 0) < 0 ? errno : 0;
+        return libc().dup3(connection->fd(), fd, (flags >= 0 && (flags & FD_CLOEXEC) != 0) ? O_CLOEXEC : 0) < 0 ? errno : 0;
     });
     if (moved != 0) {
         libc().close(tcp);

@@ -23,22 +23,28 @@ fail() { echo "FAIL: $*"; echo "--- server log:"; tail -20 "$log"; exit 1; }
 upgraded() { grep -c 'pg_rdma: connection upgraded' "$log" || true; }
 rdma="host=$IP port=$PG_CLUSTER_PORT user=postgres dbname=postgres with_rsocket=require"
 
-readelf -s --wide "$prog" | grep -q '__poll_chk' || fail "descriptor_calls is not fortified (no __poll_chk)"
-# run_case PRELOAD MODE
+# (The symbols read whole first: grep -q would stop reading early, and
+# pipefail would call readelf's SIGPIPE a failure.)
+symbols=$(readelf -s --wide "$prog")
+for chk in __poll_chk __read_chk; do
+    grep -q "$chk" <<<"$symbols" || fail "descriptor_calls is not fortified (no $chk)"
+done
+# run_case PRELOAD MODE [ENV...]
 run_case() {
-    local n rc=0 out
+    local n rc=0 out preload=$1 mode=$2
+    shift 2
     n=$(upgraded)
-    out=$(LD_PRELOAD=$1 ASAN_OPTIONS=detect_leaks=0:exitcode=86 timeout 120 "$prog" "$2" "$rdma" 2>&1) || rc=$?
-    [ "$rc" = 0 ] || fail "$2 under $(basename "${1##* }") (exit $rc): $out"
-    [ "$(upgraded)" = $((n + 1)) ] || fail "$2: the session was not on RDMA"
+    out=$(env LD_PRELOAD="$preload" ASAN_OPTIONS=detect_leaks=0:exitcode=86 "$@" timeout 120 "$prog" "$mode" "$rdma" 2>&1) || rc=$?
+    [ "$rc" = 0 ] || fail "$mode under $(basename "${preload##* }") (exit $rc): $out"
+    [ "$(upgraded)" = $((n + 1)) ] || fail "$mode: the session was not on RDMA"
     echo "$out"
 }
-for mode in dup msg fortified replaced close_range closefrom fclose signal_close thread_close; do
+for mode in dup msg fortified replaced close_range closefrom fclose signal_close thread_close vfork; do
     run_case "$so" "$mode"
 done
 [ -f "$libasan" ] || fail "no AddressSanitizer runtime at $libasan"
 for mode in signal_close thread_close dup; do
-    run_case "$libasan $so_asan" "$mode"
+    run_case "$libasan $so_asan" "$mode" DESCRIPTOR_CALLS_QUICK_EXIT=1
 done
 echo "ok: closing under a call, and closing a copy, under AddressSanitizer: no use after free"
 ! grep -q 'terminated by signal\|server process .* was terminated' "$log" || fail "a backend crashed"
