@@ -25,11 +25,11 @@ PG_RDMA_DEBIAN_MIRROR=${PG_RDMA_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # certificates, ps/pkill, ip, prlimit and runuser), and Debian's packaging
 # tools (packages.sh).
 PG_ROOT_PACKAGES="meson ninja-build pkg-config g++ libibverbs-dev librdmacm-dev ibverbs-providers
-  libssl-dev libfmt-dev catch2 libpq-dev libkrb5-dev openssl procps iproute2 util-linux ca-certificates
+  libssl-dev libfmt-dev catch2 libpq-dev libkrb5-dev patchelf openssl procps iproute2 util-linux ca-certificates
   build-essential debhelper dpkg-dev lintian"
 # Bump when the set above changes: an older root is then rebuilt. (Not
 # readonly: this file is sourced more than once, via packages.sh too.)
-PG_ROOT_FORMAT=3
+PG_ROOT_FORMAT=4
 
 pg_major_suite() {
   case $1 in
