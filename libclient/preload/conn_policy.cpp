@@ -20,13 +20,13 @@ __attribute__((tls_model("initial-exec"))) thread_local RsocketPolicy t_active =
 
 }  // namespace
 
-RsocketPolicy policy_of(const PGconn* conn) {
+std::optional<RsocketPolicy> policy_of(const PGconn* conn) {
     std::lock_guard lock(g_mutex);
     auto& map = registry();
     if (auto it = map.find(conn); it != map.end()) return it->second.policy;
-    // A PGconn that does not ask for RDMA is not registered: plain libpq.
-    if (t_start_depth == 0 || t_start_choice == nullptr || t_start_choice->policy == RsocketPolicy::Off)
-        return RsocketPolicy::Off;
+    // Registered whatever it asks for, off included: a connection that said
+    // with_rsocket=false must stay plain in every later PQconnectPoll too.
+    if (t_start_depth == 0 || t_start_choice == nullptr) return std::nullopt;
     map.emplace(conn, *t_start_choice);
     return t_start_choice->policy;
 }
@@ -34,7 +34,7 @@ RsocketPolicy policy_of(const PGconn* conn) {
 std::optional<std::string> value_of(const PGconn* conn) {
     std::lock_guard lock(g_mutex);
     auto& map = registry();
-    if (auto it = map.find(conn); it != map.end()) return it->second.value;
+    if (auto it = map.find(conn); it != map.end() && it->second.policy != RsocketPolicy::Off) return it->second.value;
     return std::nullopt;
 }
 
@@ -53,15 +53,21 @@ bool StartScope::active() noexcept { return t_start_depth > 0; }
 
 namespace {
 thread_local const char* t_refusal = nullptr;  // a string literal, or null
+__attribute__((tls_model("initial-exec"))) thread_local int t_inside = 0;
 }  // namespace
 
 ActivePolicy::ActivePolicy(RsocketPolicy policy) noexcept {
     t_active = policy;
     t_refusal = nullptr;
+    ++t_inside;
 }
 void ActivePolicy::refuse(const char* why) noexcept { t_refusal = why; }
 const char* ActivePolicy::refusal() noexcept { return t_refusal; }
-ActivePolicy::~ActivePolicy() { t_active = RsocketPolicy::Off; }
+ActivePolicy::~ActivePolicy() {
+    t_active = RsocketPolicy::Off;
+    --t_inside;
+}
+bool ActivePolicy::inside() noexcept { return t_inside > 0; }
 RsocketPolicy ActivePolicy::current() noexcept { return t_active; }
 
 }  // namespace pg_rdma::client

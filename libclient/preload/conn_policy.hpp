@@ -33,8 +33,11 @@ struct PolicyChoice {
 };
 
 // The policy registered for `conn`, registering the StartScope's for a
-// PGconn not seen yet; Off for one no wrapper started.
-RsocketPolicy policy_of(const PGconn* conn);
+// PGconn not seen yet; nullopt for one no wrapper of ours started (a
+// program that reached libpq's PQconnectStart around them, as psycopg 3
+// does through ctypes): its sockets are judged at their first write
+// (first_write.hpp), as a driver's are.
+std::optional<RsocketPolicy> policy_of(const PGconn* conn);
 // The value as written for a PGconn that asked for RDMA (true or require,
 // from wherever it came); nullopt for every other PGconn.
 std::optional<std::string> value_of(const PGconn* conn);
@@ -62,6 +65,10 @@ public:
     ActivePolicy& operator=(const ActivePolicy&) = delete;
     // The policy of the attempt this thread is in; Off outside (signal-safe).
     [[nodiscard]] static RsocketPolicy current() noexcept;
+    // Whether this thread is inside libpq's PQconnectPoll, as our wrapper
+    // runs it (whatever the policy): its connect()s are libpq's attempts,
+    // never left to the first-write path (first_write.hpp).
+    [[nodiscard]] static bool inside() noexcept;
     // A connect() under Require that could not use RDMA at all (a
     // Unix-domain socket) says so here; the PQconnectPoll wrapper adds it to
     // the connection's error message. Cleared by each new ActivePolicy.

@@ -17,7 +17,9 @@
 #include <cerrno>
 #include <climits>
 #include <cstdarg>
+#include <cstdint>
 
+#include "libclient/preload/driver_policy.hpp"
 #include "libclient/preload/epoll_registry.hpp"
 #include "libclient/preload/libc_calls.hpp"
 #include "libclient/preload/socket_io.hpp"
@@ -33,7 +35,8 @@ namespace {
 // in_transport() is not asked: a signal handler interrupting a transport
 // call is the program's, and its closes count.
 bool watching() noexcept {
-    return (SocketTable::instance().any() || !EpollRegistry::instance().empty()) && SocketTable::owned_here();
+    return (SocketTable::instance().any() || !EpollRegistry::instance().empty() || any_candidates()) &&
+           SocketTable::owned_here();
 }
 
 // `copy` is now a duplicate of `fd`: it names `fd`'s session too. When the
@@ -47,6 +50,7 @@ void copied(int fd, int copy) noexcept {
 // forget what this library knew of it (the session ends with its last
 // number).
 void dropping(int fd) noexcept {
+    (void)take_candidate(fd);
     if (!EpollRegistry::instance().empty()) EpollRegistry::instance().forget_descriptor(fd);
     if (SocketTable::instance().any()) (void)SocketTable::instance().remove(fd, end_session);
 }
@@ -56,6 +60,15 @@ bool is_dup_command(int cmd) noexcept { return cmd == F_DUPFD || cmd == F_DUPFD_
 // fcntl and fcntl64 take one argument of a type that depends on the
 // command; like glibc, pass it on as a word.
 int fcntl_with(int (*real)(int, int, ...), int fd, int cmd, void* arg) noexcept {
+    if (cmd == F_SETFL && SocketTable::instance().any()) {
+        // A session upgraded at its first write waits in reads and writes
+        // as the program's socket would (socket_io.hpp): it follows the flag.
+        const int rc = real(fd, cmd, arg);
+        if (rc == 0)
+            if (const EntryRef e = SocketTable::instance().find(fd); e != nullptr && e->by_first_write)
+                e->blocking = (reinterpret_cast<std::intptr_t>(arg) & O_NONBLOCK) == 0;
+        return rc;
+    }
     if (!is_dup_command(cmd) || !watching()) return real(fd, cmd, arg);
     const int copy = real(fd, cmd, arg);
     if (copy >= 0) copied(fd, copy);
@@ -121,6 +134,7 @@ __attribute__((visibility("default"))) int close_range(unsigned int first, unsig
         const unsigned int top = last < static_cast<unsigned int>(SocketTable::kSlots - 1)
                                      ? last
                                      : static_cast<unsigned int>(SocketTable::kSlots - 1);
+        drop_candidates(first, last);
         if (!EpollRegistry::instance().empty()) EpollRegistry::instance().forget_range(first, last);
         if (SocketTable::instance().any())
             for (unsigned int fd = first; fd <= top && SocketTable::instance().any(); ++fd)
@@ -133,6 +147,7 @@ __attribute__((visibility("default"))) int close_range(unsigned int first, unsig
 
 __attribute__((visibility("default"))) void closefrom(int lowest) {
     if (lowest >= 0 && watching()) {
+        drop_candidates(static_cast<unsigned int>(lowest), UINT_MAX);
         if (!EpollRegistry::instance().empty())
             EpollRegistry::instance().forget_range(static_cast<unsigned int>(lowest), UINT_MAX);
         for (int fd = lowest; fd < SocketTable::kSlots && SocketTable::instance().any(); ++fd)

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "libclient/preload/driver_policy.hpp"
 #include "libclient/preload/epoll_registry.hpp"
 #include "libclient/preload/inherited_session.hpp"
 #include "libclient/preload/libc_calls.hpp"
@@ -138,6 +139,18 @@ extern "C" {
 
 __attribute__((visibility("default"))) int epoll_ctl(int epfd, int op, int fd, epoll_event* event) {
     const EntryRef e = in_transport() ? EntryRef() : SocketTable::instance().find(fd);
+    if (e == nullptr && !in_transport() && is_candidate(fd)) {
+        // A driver's connection that may be upgraded at its first write:
+        // remembered, so that its registrations follow the number then.
+        if (libc().epoll_ctl(epfd, op, fd, event) < 0) return -1;
+        try {
+            if (op == EPOLL_CTL_DEL) EpollRegistry::instance().remove(epfd, fd);
+            else if (event != nullptr) EpollRegistry::instance().put({epfd, fd, event->events, event->data});
+        } catch (...) {
+            // Not remembered: an upgrade would leave this registration on the TCP socket.
+        }
+        return 0;
+    }
     if (e == nullptr) return libc().epoll_ctl(epfd, op, fd, event);
     try {
         if (e->state != SocketState::Rdma) {  // still TCP: remembered for rebind_epoll()

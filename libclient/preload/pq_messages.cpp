@@ -46,6 +46,8 @@ ExpBuffer* error_buffer(PGconn* conn) noexcept {
     return buffer;
 }
 
+}  // namespace
+
 void write_stderr(std::string_view text) noexcept {
     while (!text.empty()) {
         const ssize_t n = libc().write(2, text.data(), text.size());
@@ -53,8 +55,6 @@ void write_stderr(std::string_view text) noexcept {
         text.remove_prefix(static_cast<std::size_t>(n));
     }
 }
-
-}  // namespace
 
 void append_error(PGconn* conn, std::string_view line) noexcept {
     try {

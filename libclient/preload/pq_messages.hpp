@@ -31,5 +31,7 @@ void warn_fallback(const PGconn* conn, std::string_view reason) noexcept;
 // what, reason, after. For what happens inside a read or write, where no
 // PGconn is at hand (a failover onto TCP, RDMA failing for good).
 void warn_session_event(std::string_view what, std::string_view reason, std::string_view after) noexcept;
+// `text` on stderr as it is (the caller's newline included).
+void write_stderr(std::string_view text) noexcept;
 
 }  // namespace pg_rdma::client

@@ -191,8 +191,15 @@ __attribute__((visibility("default"))) PostgresPollingStatusType PQconnectPoll(P
     if (!pq->complete) return real(conn);
     LibpqScope scope(*pq);
     try {
-        const RsocketPolicy policy = conn != nullptr ? policy_of(conn) : RsocketPolicy::Off;
-        if (policy == RsocketPolicy::Off) return real(conn);
+        const std::optional<RsocketPolicy> known = conn != nullptr ? policy_of(conn) : std::nullopt;
+        // Started around our wrappers: its sockets are judged at their first write.
+        if (!known) return real(conn);
+        const RsocketPolicy policy = *known;
+        if (policy == RsocketPolicy::Off) {
+            // Still our attempt: its sockets are not left to the first-write path.
+            ActivePolicy active(policy);
+            return real(conn);
+        }
         std::string failure;
         const int fd = pq->PQsocket(conn);
         // CONNECTION_NEEDED here: libpq's connect_timeout expired and it is

@@ -1,5 +1,6 @@
 #include "libclient/preload/socket_io.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 
 #include <cerrno>
@@ -7,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "libclient/preload/driver_policy.hpp"
+#include "libclient/preload/first_write.hpp"
 #include "libclient/preload/inherited_session.hpp"
 #include "libclient/preload/libc_calls.hpp"
 #include "libclient/preload/pq_messages.hpp"
@@ -53,7 +56,88 @@ ssize_t after_io(SocketEntry& entry, ssize_t n) noexcept {
     return -1;
 }
 
+bool waits(const SocketEntry& entry, int flags) noexcept { return entry.blocking && (flags & MSG_DONTWAIT) == 0; }
+
+// One read or write on the session, waiting for `events` between tries when
+// the program's socket was blocking (a signal ends the wait with EINTR, as
+// it ends a blocking socket call without SA_RESTART).
+template <typename Io>
+ssize_t moving(SocketEntry& entry, int flags, short events, Io&& io) noexcept {
+    TransportCall inside;
+    for (;;) {
+        const ssize_t n = io();
+        if (n >= 0 || errno != EAGAIN || !waits(entry, flags)) return after_io(entry, n);
+        if (entry.connection->wait(events, -1) < 0) return -1;
+    }
+}
+
+DataRoute answer(ssize_t n, int code = 0) noexcept {
+    DataRoute route;
+    route.answered = true;
+    route.answer = n;
+    if (n < 0) errno = code;
+    return route;
+}
+
+std::size_t total_of(const iovec* iov, int iovcnt) noexcept {
+    std::size_t total = 0;
+    for (int i = 0; iov != nullptr && i < iovcnt; ++i) total += iov[i].iov_len;
+    return total;
+}
+
 }  // namespace
+
+DataRoute route_read(int fd, int flags) noexcept {
+    if (in_transport()) return {};
+    if (any_candidates()) first_read(fd);
+    EntryRef e = find_adopting(fd);
+    if (e == nullptr || passes_through(*e)) return {};
+    if (e->by_first_write && e->state == SocketState::Upgrading) {
+        const int f = libc().fcntl(fd, F_GETFL);
+        const bool blocking = (flags & MSG_DONTWAIT) == 0 && f >= 0 && (f & O_NONBLOCK) == 0;
+        switch (advance_first_write(fd, *e, blocking)) {
+            case FirstWriteState::Upgrading: return answer(-1, EAGAIN);
+            case FirstWriteState::Session: break;
+            case FirstWriteState::Plain: return {};
+            case FirstWriteState::Failed: return answer(-1, e->failed_errno);
+        }
+    }
+    DataRoute route;
+    route.entry = std::move(e);
+    return route;
+}
+
+DataRoute route_write(int fd, const iovec* iov, int iovcnt, int flags) noexcept {
+    if (in_transport()) return {};
+    if (any_candidates() && is_candidate(fd))
+        if (const auto n = first_write(fd, iov, iovcnt, flags)) return answer(*n, errno);
+    EntryRef e = find_adopting(fd);
+    if (e == nullptr || passes_through(*e)) return {};
+    if (e->by_first_write && e->state == SocketState::Upgrading) {
+        // Kept with the first bytes: they all leave together once it ends.
+        const std::size_t total = total_of(iov, iovcnt);
+        if (e->pending.size() + total > kMaxPendingBytes) {
+            switch (advance_first_write(fd, *e, false)) {
+                case FirstWriteState::Upgrading: return answer(-1, EAGAIN);
+                case FirstWriteState::Session: break;
+                case FirstWriteState::Plain: return {};
+                case FirstWriteState::Failed: return answer(-1, e->failed_errno);
+            }
+        } else {
+            try {
+                for (int i = 0; i < iovcnt; ++i)
+                    e->pending.append(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
+            } catch (...) {
+                return answer(-1, ENOMEM);
+            }
+            if (advance_first_write(fd, *e, false) == FirstWriteState::Failed) return answer(-1, e->failed_errno);
+            return answer(static_cast<ssize_t>(total));
+        }
+    }
+    DataRoute route;
+    route.entry = std::move(e);
+    return route;
+}
 
 EntryRef ours(int fd) noexcept {
     if (in_transport()) return {};
@@ -73,18 +157,16 @@ bool passes_through(const SocketEntry& entry) noexcept {
     return entry.state == SocketState::Connecting || entry.state == SocketState::Reconnecting;
 }
 
-ssize_t conn_read(SocketEntry& entry, void* buf, size_t len) noexcept {
+ssize_t conn_read(SocketEntry& entry, void* buf, size_t len, int flags) noexcept {
     if (entry.state != SocketState::Rdma) return failed_io(entry);
     if (forked_away(entry)) return forked_io();
-    TransportCall inside;
-    return after_io(entry, entry.connection->read(buf, len));
+    return moving(entry, flags, POLLIN, [&] { return entry.connection->read(buf, len); });
 }
 
-ssize_t conn_write(SocketEntry& entry, const void* buf, size_t len) noexcept {
+ssize_t conn_write(SocketEntry& entry, const void* buf, size_t len, int flags) noexcept {
     if (entry.state != SocketState::Rdma) return failed_io(entry);
     if (forked_away(entry)) return forked_io();
-    TransportCall inside;
-    return after_io(entry, entry.connection->write(buf, len));
+    return moving(entry, flags, POLLOUT, [&] { return entry.connection->write(buf, len); });
 }
 
 int end_session(SocketEntry& entry) noexcept {
@@ -101,11 +183,10 @@ int end_session(SocketEntry& entry) noexcept {
     return error;
 }
 
-ssize_t conn_writev(SocketEntry& entry, const iovec* iov, int iovcnt) noexcept {
+ssize_t conn_writev(SocketEntry& entry, const iovec* iov, int iovcnt, int flags) noexcept {
     if (entry.state != SocketState::Rdma) return failed_io(entry);
     if (forked_away(entry)) return forked_io();
-    TransportCall inside;
-    return after_io(entry, entry.connection->writev(iov, iovcnt));
+    return moving(entry, flags, POLLOUT, [&] { return entry.connection->writev(iov, iovcnt); });
 }
 
 }  // namespace pg_rdma::client

@@ -21,6 +21,19 @@ EntryRef ours(int fd) noexcept;
 // queries and shutdown do not: they say nothing of who will use it.
 EntryRef ours_for_data(int fd) noexcept;
 
+// Where a data call on `fd` goes, once the first-write path
+// (first_write.hpp) has had its say: `answered` with the call's result
+// (bytes kept while an upgrade goes on, EAGAIN, a failure), else to the
+// entry's session, or to libc when `entry` is empty.
+struct DataRoute {
+    EntryRef entry;
+    bool answered = false;
+    ssize_t answer = 0;  // errno set when -1
+};
+// `flags`: the call's (MSG_DONTWAIT), 0 for read/write.
+DataRoute route_read(int fd, int flags) noexcept;
+DataRoute route_write(int fd, const iovec* iov, int iovcnt, int flags) noexcept;
+
 // The descriptor socket-level calls on `fd` should reach.
 int socket_of(const SocketEntry& entry, int fd) noexcept;
 
@@ -35,8 +48,10 @@ bool passes_through(const SocketEntry& entry) noexcept;
 int end_session(SocketEntry& entry) noexcept;
 
 // Bytes in and out of the entry's session (one buffer, or a gather list).
-ssize_t conn_read(SocketEntry& entry, void* buf, size_t len) noexcept;
-ssize_t conn_write(SocketEntry& entry, const void* buf, size_t len) noexcept;
-ssize_t conn_writev(SocketEntry& entry, const iovec* iov, int iovcnt) noexcept;
+// A session whose program's socket was blocking (entry.blocking) waits as
+// that socket would, unless `flags` has MSG_DONTWAIT.
+ssize_t conn_read(SocketEntry& entry, void* buf, size_t len, int flags = 0) noexcept;
+ssize_t conn_write(SocketEntry& entry, const void* buf, size_t len, int flags = 0) noexcept;
+ssize_t conn_writev(SocketEntry& entry, const iovec* iov, int iovcnt, int flags = 0) noexcept;
 
 }  // namespace pg_rdma::client

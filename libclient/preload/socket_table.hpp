@@ -50,6 +50,10 @@ struct SocketEntry {
     int failed_errno = 0;                                // Failed: what SO_ERROR/send say
     bool told_failover = false;                          // Rdma: the move onto TCP was said (stderr)
     bool told_failure = false;                           // Rdma: the session's RDMA failure was said
+    // Upgraded at its first write (first_write.hpp), not by libpq's attempt:
+    bool by_first_write = false;
+    std::string pending;    // Upgrading: what the program wrote, sent once the upgrade ends
+    bool blocking = false;  // Rdma: the program's socket was blocking; reads and writes wait
 };
 
 // What is done with an entry when it is destroyed, besides destroying it:

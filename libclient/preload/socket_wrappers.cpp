@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "libclient/preload/conn_policy.hpp"
+#include "libclient/preload/driver_policy.hpp"
 #include "libclient/preload/epoll_registry.hpp"
 #include "libclient/preload/inherited_session.hpp"
 #include "libclient/preload/libc_calls.hpp"
@@ -49,7 +50,20 @@ __attribute__((visibility("default"))) int connect(int fd, const sockaddr* addr,
         errno = EPROTONOSUPPORT;
         return -1;
     }
-    if (policy == RsocketPolicy::Off || in_transport() || !is_tcp(fd, addr)) return libc().connect(fd, addr, len);
+    if (policy == RsocketPolicy::Off) {
+        // Outside libpq's attempts: a driver's connection, perhaps, judged
+        // at its first write (first_write.hpp). Marked without a system
+        // call: PQcancel connects in signal handlers.
+        const int rc = libc().connect(fd, addr, len);
+        if ((rc == 0 || errno == EINPROGRESS || errno == EINTR) && driver_path_enabled() && !in_transport() &&
+            !ActivePolicy::inside() && addr != nullptr && (addr->sa_family == AF_INET || addr->sa_family == AF_INET6)) {
+            const int saved = errno;
+            mark_candidate(fd);
+            errno = saved;
+        }
+        return rc;
+    }
+    if (in_transport() || !is_tcp(fd, addr)) return libc().connect(fd, addr, len);
     const int rc = libc().connect(fd, addr, len);
     if (rc == 0 || errno == EINPROGRESS || errno == EINTR) {
         const int saved = errno;
@@ -73,8 +87,11 @@ __attribute__((visibility("default"))) int connect(int fd, const sockaddr* addr,
 // descriptors, which have no entry, and a signal handler that interrupted
 // a transport call is the program's, its close() one to honour.
 __attribute__((visibility("default"))) int close(int fd) {
-    if ((EpollRegistry::instance().empty() && !SocketTable::instance().any()) || !SocketTable::owned_here())
+    if ((EpollRegistry::instance().empty() && !SocketTable::instance().any() && !any_candidates()) ||
+        !SocketTable::owned_here())
         return libc().close(fd);
+    // Before the number is free for another connect() to mark.
+    (void)take_candidate(fd);
     if (!EpollRegistry::instance().empty()) EpollRegistry::instance().forget_descriptor(fd);
     if (!SocketTable::instance().any()) return libc().close(fd);
     // The number is a duplicate of the transport's own descriptor, so it is
@@ -89,48 +106,56 @@ __attribute__((visibility("default"))) int close(int fd) {
 }
 
 __attribute__((visibility("default"))) ssize_t recv(int fd, void* buf, size_t len, int flags) {
-    EntryRef e = ours_for_data(fd);
-    if (e == nullptr || passes_through(*e)) return libc().recv(fd, buf, len, flags);
+    DataRoute r = route_read(fd, flags);
+    if (r.answered) return r.answer;
+    if (r.entry == nullptr) return libc().recv(fd, buf, len, flags);
     if ((flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL)) != 0) {
         errno = EOPNOTSUPP;  // MSG_PEEK, MSG_WAITALL...: not on an RDMA session
         return -1;
     }
-    return conn_read(*e, buf, len);
+    return conn_read(*r.entry, buf, len, flags);
 }
 
 __attribute__((visibility("default"))) ssize_t send(int fd, const void* buf, size_t len, int flags) {
-    EntryRef e = ours_for_data(fd);
-    if (e == nullptr || passes_through(*e)) return libc().send(fd, buf, len, flags);
+    const iovec one{const_cast<void*>(buf), len};
+    DataRoute r = route_write(fd, &one, 1, flags);
+    if (r.answered) return r.answer;
+    if (r.entry == nullptr) return libc().send(fd, buf, len, flags);
     if ((flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE)) != 0) {
         errno = EOPNOTSUPP;
         return -1;
     }
-    return conn_write(*e, buf, len);
+    return conn_write(*r.entry, buf, len, flags);
 }
 
 __attribute__((visibility("default"))) ssize_t read(int fd, void* buf, size_t len) {
-    EntryRef e = ours_for_data(fd);
-    if (e == nullptr || passes_through(*e)) return libc().read(fd, buf, len);
-    return conn_read(*e, buf, len);
+    DataRoute r = route_read(fd, 0);
+    if (r.answered) return r.answer;
+    if (r.entry == nullptr) return libc().read(fd, buf, len);
+    return conn_read(*r.entry, buf, len);
 }
 
 __attribute__((visibility("default"))) ssize_t write(int fd, const void* buf, size_t len) {
-    EntryRef e = ours_for_data(fd);
-    if (e == nullptr || passes_through(*e)) return libc().write(fd, buf, len);
-    return conn_write(*e, buf, len);
+    const iovec one{const_cast<void*>(buf), len};
+    DataRoute r = route_write(fd, &one, 1, 0);
+    if (r.answered) return r.answer;
+    if (r.entry == nullptr) return libc().write(fd, buf, len);
+    return conn_write(*r.entry, buf, len);
 }
 
 __attribute__((visibility("default"))) ssize_t readv(int fd, const iovec* iov, int iovcnt) {
-    EntryRef e = ours_for_data(fd);
-    if (e == nullptr || passes_through(*e)) return libc().readv(fd, iov, iovcnt);
-    if (iovcnt <= 0 || iov == nullptr) return conn_read(*e, nullptr, 0);
-    return conn_read(*e, iov[0].iov_base, iov[0].iov_len);  // a short read is allowed
+    DataRoute r = route_read(fd, 0);
+    if (r.answered) return r.answer;
+    if (r.entry == nullptr) return libc().readv(fd, iov, iovcnt);
+    if (iovcnt <= 0 || iov == nullptr) return conn_read(*r.entry, nullptr, 0);
+    return conn_read(*r.entry, iov[0].iov_base, iov[0].iov_len);  // a short read is allowed
 }
 
 __attribute__((visibility("default"))) ssize_t writev(int fd, const iovec* iov, int iovcnt) {
-    EntryRef e = ours_for_data(fd);
-    if (e == nullptr || passes_through(*e)) return libc().writev(fd, iov, iovcnt);
-    return conn_writev(*e, iov, iovcnt);
+    DataRoute r = route_write(fd, iov, iovcnt, 0);
+    if (r.answered) return r.answer;
+    if (r.entry == nullptr) return libc().writev(fd, iov, iovcnt);
+    return conn_writev(*r.entry, iov, iovcnt);
 }
 
 __attribute__((visibility("default"))) int shutdown(int fd, int how) {

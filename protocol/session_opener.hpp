@@ -1,0 +1,32 @@
+// A client's first packet on a TCP connection, judged from the client's
+// side: does it open a PostgreSQL session? (libclient's first-write path
+// upgrades only those.) PostgreSQL's own formats (protocol.sgml, "Message
+// Formats"; libpq/pqcomm.h):
+//   StartupMessage  int32 length (8..10000), int32 version 3.x
+//   SSLRequest      int32 8, int32 1234.5679
+//   GSSENCRequest   int32 8, int32 1234.5680
+//   direct SSL (17+) a TLS ClientHello whose ALPN list offers "postgresql"
+// A CancelRequest is not a session: it stays on TCP (the server finds the
+// session it cancels by its key, whatever carries that session).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace pg_rdma::protocol {
+
+inline constexpr std::uint32_t kSslRequestCode = (1234u << 16) | 5679u;
+inline constexpr std::uint32_t kGssEncRequestCode = (1234u << 16) | 5680u;
+inline constexpr std::uint32_t kProtocolMajor3 = 3;
+inline constexpr std::uint32_t kMaxStartupPacketLength = 10000;  // bytes, the server's limit
+inline constexpr std::uint32_t kMinStartupPacketLength = 8;      // bytes: length and version
+
+enum class Opener { None, Startup, SslRequest, GssEncRequest, DirectSsl };
+
+// `bytes`: the start of what the client writes first (a whole first write;
+// fewer than 8 bytes is None).
+Opener classify_opener(std::span<const std::uint8_t> bytes) noexcept;
+
+const char* to_string(Opener opener) noexcept;
+
+}  // namespace pg_rdma::protocol
