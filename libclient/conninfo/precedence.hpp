@@ -5,7 +5,10 @@
 //      PGSERVICE), as libpq applies a section: only to keywords the
 //      connection did not set, and within the section the first line for a
 //      keyword wins (parseServiceFile never overwrites a value);
-//   3. the environment variable WITH_RSOCKET, like PGSSLMODE for sslmode;
+//   3. the environment variable WITH_RSOCKET, like PGSSLMODE for sslmode
+//      (the servers file's rule for the address an attempt connects to
+//      comes before it: applied at connect(), libclient/preload/
+//      driver_policy.hpp, for a choice from here or 4);
 //   4. nothing: Off, plain libpq.
 // As in libpq, only the value that wins is validated: a bad WITH_RSOCKET is
 // no error when the connection says with_rsocket=false, and an empty value

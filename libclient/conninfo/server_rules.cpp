@@ -40,13 +40,22 @@ std::string read_address(std::string_view field, ServerRule& rule) {
     } else {
         return "\"" + address + "\" is not an IPv4 or IPv6 address (host names are not accepted)";
     }
-    if (slash == std::string_view::npos) return {};
-    const std::string_view bits = field.substr(slash + 1);
-    int value = -1;
-    const auto [end, ec] = std::from_chars(bits.data(), bits.data() + bits.size(), value);
-    if (ec != std::errc{} || end != bits.data() + bits.size() || value < 0 || value > rule.prefix_bits)
-        return "\"" + std::string(bits) + "\" is not a prefix length for that address";
-    rule.prefix_bits = value;
+    if (slash != std::string_view::npos) {
+        const std::string_view bits = field.substr(slash + 1);
+        int value = -1;
+        const auto [end, ec] = std::from_chars(bits.data(), bits.data() + bits.size(), value);
+        if (ec != std::errc{} || end != bits.data() + bits.size() || value < 0 || value > rule.prefix_bits)
+            return "\"" + std::string(bits) + "\" is not a prefix length for that address";
+        rule.prefix_bits = value;
+    }
+    // An IPv4-mapped IPv6 address is an IPv4 one (match() sees them so).
+    if (rule.family == AF_INET6 && rule.prefix_bits >= 8 * static_cast<int>(kIpv4MappedPrefix) &&
+        std::memcmp(rule.address.data(), kMappedMarker, kIpv4MappedPrefix) == 0) {
+        std::memmove(rule.address.data(), rule.address.data() + kIpv4MappedPrefix, 4);
+        std::memset(rule.address.data() + 4, 0, rule.address.size() - 4);
+        rule.family = AF_INET;
+        rule.prefix_bits -= 8 * static_cast<int>(kIpv4MappedPrefix);
+    }
     return {};
 }
 

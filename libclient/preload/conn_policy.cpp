@@ -20,15 +20,15 @@ __attribute__((tls_model("initial-exec"))) thread_local RsocketPolicy t_active =
 
 }  // namespace
 
-std::optional<RsocketPolicy> policy_of(const PGconn* conn) {
+std::optional<PolicyChoice> choice_of(const PGconn* conn) {
     std::lock_guard lock(g_mutex);
     auto& map = registry();
-    if (auto it = map.find(conn); it != map.end()) return it->second.policy;
+    if (auto it = map.find(conn); it != map.end()) return it->second;
     // Registered whatever it asks for, off included: a connection that said
     // with_rsocket=false must stay plain in every later PQconnectPoll too.
     if (t_start_depth == 0 || t_start_choice == nullptr) return std::nullopt;
     map.emplace(conn, *t_start_choice);
-    return t_start_choice->policy;
+    return *t_start_choice;
 }
 
 std::optional<std::string> value_of(const PGconn* conn) {
@@ -54,10 +54,12 @@ bool StartScope::active() noexcept { return t_start_depth > 0; }
 namespace {
 thread_local const char* t_refusal = nullptr;  // a string literal, or null
 __attribute__((tls_model("initial-exec"))) thread_local int t_inside = 0;
+__attribute__((tls_model("initial-exec"))) thread_local bool t_servers_file = false;
 }  // namespace
 
-ActivePolicy::ActivePolicy(RsocketPolicy policy) noexcept {
+ActivePolicy::ActivePolicy(RsocketPolicy policy, bool servers_file_decides) noexcept {
     t_active = policy;
+    t_servers_file = servers_file_decides;
     t_refusal = nullptr;
     ++t_inside;
 }
@@ -65,9 +67,11 @@ void ActivePolicy::refuse(const char* why) noexcept { t_refusal = why; }
 const char* ActivePolicy::refusal() noexcept { return t_refusal; }
 ActivePolicy::~ActivePolicy() {
     t_active = RsocketPolicy::Off;
+    t_servers_file = false;
     --t_inside;
 }
 bool ActivePolicy::inside() noexcept { return t_inside > 0; }
+bool ActivePolicy::servers_file_decides() noexcept { return t_servers_file; }
 RsocketPolicy ActivePolicy::current() noexcept { return t_active; }
 
 }  // namespace pg_rdma::client

@@ -30,14 +30,18 @@ using conninfo::RsocketPolicy;
 struct PolicyChoice {
     RsocketPolicy policy = RsocketPolicy::Off;
     std::optional<std::string> value;
+    // Nothing more specific than WITH_RSOCKET decided (no connection value,
+    // no service line): the servers file's rule for the address each
+    // attempt connects to comes first (driver_policy.hpp).
+    bool servers_file_decides = false;
 };
 
-// The policy registered for `conn`, registering the StartScope's for a
+// The choice registered for `conn`, registering the StartScope's for a
 // PGconn not seen yet; nullopt for one no wrapper of ours started (a
 // program that reached libpq's PQconnectStart around them, as psycopg 3
 // does through ctypes): its sockets are judged at their first write
 // (first_write.hpp), as a driver's are.
-std::optional<RsocketPolicy> policy_of(const PGconn* conn);
+std::optional<PolicyChoice> choice_of(const PGconn* conn);
 // The value as written for a PGconn that asked for RDMA (true or require,
 // from wherever it came); nullopt for every other PGconn.
 std::optional<std::string> value_of(const PGconn* conn);
@@ -59,7 +63,7 @@ public:
 // Set by the PQconnectPoll wrapper around the real call.
 class ActivePolicy {
 public:
-    explicit ActivePolicy(RsocketPolicy policy) noexcept;
+    explicit ActivePolicy(RsocketPolicy policy, bool servers_file_decides = false) noexcept;
     ~ActivePolicy();
     ActivePolicy(const ActivePolicy&) = delete;
     ActivePolicy& operator=(const ActivePolicy&) = delete;
@@ -69,6 +73,9 @@ public:
     // runs it (whatever the policy): its connect()s are libpq's attempts,
     // never left to the first-write path (first_write.hpp).
     [[nodiscard]] static bool inside() noexcept;
+    // Whether the servers file's rule for the address comes before
+    // current() (PolicyChoice::servers_file_decides).
+    [[nodiscard]] static bool servers_file_decides() noexcept;
     // A connect() under Require that could not use RDMA at all (a
     // Unix-domain socket) says so here; the PQconnectPoll wrapper adds it to
     // the connection's error message. Cleared by each new ActivePolicy.

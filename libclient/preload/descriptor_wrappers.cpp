@@ -9,6 +9,7 @@
 //     so the next file to get that number is never mistaken for it.
 // Other numbers go to libc untouched, at the cost of one atomic load.
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <linux/close_range.h>
 #include <stdio.h>
 #include <sys/syscall.h>
@@ -21,6 +22,7 @@
 
 #include "libclient/preload/driver_policy.hpp"
 #include "libclient/preload/epoll_registry.hpp"
+#include "libclient/preload/inherited_session.hpp"
 #include "libclient/preload/libc_calls.hpp"
 #include "libclient/preload/socket_io.hpp"
 #include "libclient/preload/socket_table.hpp"
@@ -43,7 +45,11 @@ bool watching() noexcept {
 // table cannot say so (`copy` beyond its range), the copy is a plain
 // descriptor, as any number this library never saw.
 void copied(int fd, int copy) noexcept {
-    if (copy >= 0 && copy != fd && SocketTable::instance().any()) (void)SocketTable::instance().alias(fd, copy);
+    if (copy < 0 || copy == fd) return;
+    // A driver's connection not upgraded yet, now with two numbers: it stays
+    // on TCP (an upgrade would move only one of them).
+    if (take_candidate(fd) && !EpollRegistry::instance().empty()) EpollRegistry::instance().forget_descriptor(fd);
+    if (SocketTable::instance().any()) (void)SocketTable::instance().alias(fd, copy);
 }
 
 // `fd` is about to be replaced or closed by a call that is not close():
@@ -124,6 +130,38 @@ __attribute__((visibility("default"))) int fcntl64_wrapper(int fd, int cmd, ...)
     void* arg = va_arg(ap, void*);
     va_end(ap);
     return fcntl_with(libc().fcntl64 != nullptr ? libc().fcntl64 : libc().fcntl, fd, cmd, arg);
+}
+
+// FIONREAD on a session answers for its bytes (1 when something can be
+// read, as much as a reader may count on; the number itself is the
+// transport's epoll descriptor, which would say ENOTTY): pgJDBC's
+// getNotifications() asks it. FIONBIO is followed as fcntl(F_SETFL) is.
+__attribute__((visibility("default"))) int ioctl(int fd, unsigned long request, ...) {
+    va_list ap;
+    va_start(ap, request);
+    void* arg = va_arg(ap, void*);
+    va_end(ap);
+    if ((request != FIONREAD && request != FIONBIO) || !SocketTable::instance().any() || in_transport())
+        return libc().ioctl(fd, request, arg);
+    const EntryRef e = SocketTable::instance().find(fd);
+    if (e == nullptr || (e->state != SocketState::Rdma && !(e->by_first_write && e->state == SocketState::Upgrading)))
+        return libc().ioctl(fd, request, arg);
+    if (request == FIONBIO) {
+        const int rc = libc().ioctl(fd, request, arg);
+        if (rc == 0 && arg != nullptr && e->by_first_write) e->blocking = *static_cast<const int*>(arg) == 0;
+        return rc;
+    }
+    if (arg == nullptr) {
+        errno = EFAULT;
+        return -1;
+    }
+    int available = 0;
+    if (e->state == SocketState::Rdma && !forked_away(*e)) {
+        TransportCall inside;
+        available = e->connection->readable() ? 1 : 0;
+    }
+    *static_cast<int*>(arg) = available;
+    return 0;
 }
 
 __attribute__((visibility("default"))) int close_range(unsigned int first, unsigned int last, int flags) {

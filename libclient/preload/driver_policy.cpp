@@ -5,7 +5,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "libclient/conninfo/precedence.hpp"
@@ -28,6 +30,8 @@ bool g_enabled = false;
 conninfo::RsocketPolicy g_environment = conninfo::RsocketPolicy::Off;
 const conninfo::ServerRules* g_rules = nullptr;  // never freed: used until exit
 
+// The file's text; `exists` false when it cannot be opened. A file that
+// cannot be read whole is said on stderr, and what was read stands.
 std::string read_small_file(const char* path, bool& exists) {
     std::string text;
     exists = false;
@@ -37,7 +41,18 @@ std::string read_small_file(const char* path, bool& exists) {
     char buffer[4096];
     for (;;) {
         const ssize_t n = libc().read(fd, buffer, sizeof buffer);
-        if (n <= 0 || text.size() + static_cast<std::size_t>(n) > kMaxServersFileBytes) break;
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            write_stderr(std::string("WARNING:  with_rsocket: reading the servers file ") + path + " failed: " +
+                         std::strerror(errno) + "; the rules before the failure stand\n");
+            break;
+        }
+        if (n == 0) break;
+        if (text.size() + static_cast<std::size_t>(n) > kMaxServersFileBytes) {
+            write_stderr(std::string("WARNING:  with_rsocket: the servers file ") + path +
+                         " is larger than 1 MiB; only the rules in its first 1 MiB stand\n");
+            break;
+        }
         text.append(buffer, static_cast<std::size_t>(n));
     }
     libc().close(fd);
@@ -82,6 +97,13 @@ conninfo::RsocketPolicy driver_policy_for(const sockaddr* peer, socklen_t len) n
         if (const auto policy = g_rules->match(peer, len)) return *policy;
     return g_environment;
 }
+
+std::optional<conninfo::RsocketPolicy> servers_file_policy(const sockaddr* peer, socklen_t len) noexcept {
+    if (g_rules == nullptr) return std::nullopt;
+    return g_rules->match(peer, len);
+}
+
+bool servers_file_has_rules() noexcept { return g_rules != nullptr; }
 
 void mark_candidate(int fd) noexcept {
     if (fd < 0 || fd >= SocketTable::kSlots) return;

@@ -35,6 +35,12 @@ bool driver_path_enabled() noexcept;
 // The policy for a connection to `peer`, per the order above.
 conninfo::RsocketPolicy driver_policy_for(const sockaddr* peer, socklen_t len) noexcept;
 
+// The servers file alone, for libpq's attempts whose conninfo and service
+// section say nothing (it comes before WITH_RSOCKET there too): the most
+// specific rule's policy for `peer`, nullopt when none names it.
+std::optional<conninfo::RsocketPolicy> servers_file_policy(const sockaddr* peer, socklen_t len) noexcept;
+bool servers_file_has_rules() noexcept;
+
 void mark_candidate(int fd) noexcept;
 // Whether `fd` is marked (one atomic load).
 bool is_candidate(int fd) noexcept;

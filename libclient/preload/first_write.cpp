@@ -34,6 +34,7 @@ using transport::UpgradeOutcome;
 // Enough of a first write to judge it: a PostgreSQL packet's length and
 // code; a whole TLS record for a ClientHello.
 constexpr std::size_t kHeaderBytes = 8;
+constexpr std::size_t kStackClassifyBytes = 1024;  // a StartupMessage's usual size is a few hundred
 constexpr std::size_t kClassifyBytes = 16 * 1024;
 // How long the kept bytes may take to leave once the upgrade has ended
 // (a fresh connection takes them at once; this bounds a broken one).
@@ -140,6 +141,7 @@ int hand_over_rdma(SocketEntry& entry, Deadline until) noexcept {
 FirstWriteState go_plain(int fd, SocketEntry& entry) noexcept {
     if (const int e = hand_over_tcp(fd, entry, transport::SetupClock::now() + kHandOverTimeout); e != 0)
         return broke(entry, e);
+    entry.state = SocketState::Plain;
     SocketTable::instance().remove(fd);
     return FirstWriteState::Plain;
 }
@@ -195,6 +197,12 @@ FirstWriteState finish(int fd, SocketEntry& entry) noexcept {
     return broke(entry, EPROTO);
 }
 
+// Whether `fd` still names `entry`: a program may close the number while
+// its upgrade waits (another thread), and a new file may take the number.
+bool still_ours(int fd, const SocketEntry& entry) noexcept {
+    return SocketTable::instance().find(fd).get() == &entry;
+}
+
 void forget_registrations(int fd) noexcept {
     if (!EpollRegistry::instance().empty()) EpollRegistry::instance().forget_descriptor(fd);
 }
@@ -202,11 +210,20 @@ void forget_registrations(int fd) noexcept {
 }  // namespace
 
 FirstWriteState advance_first_write(int fd, SocketEntry& entry, bool blocking) noexcept {
+    std::unique_lock lock(entry.first_write_lock, std::defer_lock);
+    if (blocking) lock.lock();
+    else if (!lock.try_lock()) return FirstWriteState::Upgrading;  // another thread steps it
     if (entry.state == SocketState::Rdma) return FirstWriteState::Session;
-    if (entry.state != SocketState::Upgrading || !entry.upgrade) return FirstWriteState::Failed;
+    if (entry.state == SocketState::Failed) return FirstWriteState::Failed;
+    if (entry.state != SocketState::Upgrading || !entry.upgrade) return FirstWriteState::Plain;
     TransportCall inside;
     for (;;) {
-        if (entry.upgrade->step() == StepStatus::Done) return finish(fd, entry);
+        // The step talks on the number: never once it names another file.
+        if (!still_ours(fd, entry)) return broke(entry, EBADF);
+        if (entry.upgrade->step() == StepStatus::Done) {
+            if (!still_ours(fd, entry)) return broke(entry, EBADF);
+            return finish(fd, entry);
+        }
         if (!blocking) return FirstWriteState::Upgrading;
         const transport::Want want = entry.upgrade->want();
         pollfd fds[transport::Want::kMaxFds];
@@ -231,23 +248,29 @@ std::optional<ssize_t> first_write(int fd, const iovec* iov, int iovcnt, int fla
         // PQcancel writes its CancelRequest from a signal handler: judged
         // from a copy on the stack, nothing allocated, unless it may be a
         // ClientHello (never sent from a handler), whose ALPN list is
-        // looked for further in.
+        // looked for further in. A StartupMessage longer than the copy is
+        // judged by its header.
         std::size_t total = 0;
-        std::array<std::uint8_t, kHeaderBytes> start{};
+        std::array<std::uint8_t, kStackClassifyBytes> start{};
         std::size_t have = 0;
         for (int i = 0; i < iovcnt; ++i) {
             const auto* base = static_cast<const std::uint8_t*>(iov[i].iov_base);
-            for (std::size_t k = 0; base != nullptr && k < iov[i].iov_len && have < start.size(); ++k)
-                start[have++] = base[k];
+            if (base == nullptr && iov[i].iov_len > 0) {  // libc's EFAULT is the answer
+                forget_registrations(fd);
+                return std::nullopt;
+            }
+            const std::size_t take = std::min(iov[i].iov_len, start.size() - have);
+            if (take > 0) std::memcpy(start.data() + have, base, take);
+            have += take;
             total += iov[i].iov_len;
         }
         protocol::Opener opener = protocol::classify_opener(std::span(start.data(), have));
-        if (have == start.size() && start[0] == protocol::kTlsHandshakeRecord) {
+        if (have >= kHeaderBytes && start[0] == protocol::kTlsHandshakeRecord) {
             std::vector<std::uint8_t> hello;
             for (int i = 0; i < iovcnt && hello.size() < kClassifyBytes; ++i) {
                 const auto* base = static_cast<const std::uint8_t*>(iov[i].iov_base);
                 const std::size_t take = std::min(iov[i].iov_len, kClassifyBytes - hello.size());
-                if (base != nullptr) hello.insert(hello.end(), base, base + take);
+                hello.insert(hello.end(), base, base + take);
             }
             opener = protocol::classify_opener(hello);
         }
@@ -297,7 +320,12 @@ std::optional<ssize_t> first_write(int fd, const iovec* iov, int iovcnt, int fla
         entry->state = SocketState::Upgrading;
         if (!SocketTable::instance().install(fd, std::move(entry))) {
             forget_registrations(fd);
-            return std::nullopt;
+            if (policy != conninfo::RsocketPolicy::Require) return std::nullopt;
+            // require must not go quietly without it.
+            write_stderr("WARNING:  with_rsocket=require: RDMA is not possible: this connection's descriptor cannot be "
+                         "looked after; the connection fails\n");
+            errno = ECONNREFUSED;
+            return -1;
         }
         EntryRef e = SocketTable::instance().find(fd);
         if (e == nullptr) return std::nullopt;  // closed meanwhile by another thread

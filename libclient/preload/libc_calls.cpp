@@ -64,6 +64,7 @@ void load() noexcept {
     find(g_libc.dup2, "dup2");
     find(g_libc.dup3, "dup3");
     find(g_libc.fcntl, "fcntl");
+    find(g_libc.ioctl, "ioctl");
     find(g_libc.fclose, "fclose");
     find_optional(g_libc.fcntl64, "fcntl64");
     find_optional(g_libc.close_range, "close_range");

@@ -54,6 +54,7 @@ struct LibcCalls {
     int (*dup2)(int, int);
     int (*dup3)(int, int, int);
     int (*fcntl)(int, int, ...);
+    int (*ioctl)(int, unsigned long, ...);
     int (*fcntl64)(int, int, ...);     // glibc 2.28 and later, else nullptr
     int (*close_range)(unsigned int, unsigned int, int);  // glibc 2.34 and later, else nullptr
     void (*closefrom)(int);                               // glibc 2.34 and later, else nullptr

@@ -15,6 +15,7 @@
 #include "libclient/conninfo/precedence.hpp"
 #include "libclient/preload/conn_policy.hpp"
 #include "libclient/preload/conninfo_options.hpp"
+#include "libclient/preload/driver_policy.hpp"
 #include "libclient/preload/inherited_session.hpp"
 #include "libclient/preload/libpq_calls.hpp"
 #include "libclient/preload/pq_messages.hpp"
@@ -51,7 +52,9 @@ Request resolve(ServiceFileScope& services, const std::optional<std::string>& co
 template <typename Start>
 PGconn* start_with(const Request& request, Start&& start) {
     if (!request.error.empty()) return failed_connection(request.error);
-    const PolicyChoice choice{request.resolved.policy, request.resolved.value};
+    const PolicyChoice choice{request.resolved.policy, request.resolved.value,
+                              request.resolved.source == conninfo::PolicySource::Default ||
+                                  request.resolved.source == conninfo::PolicySource::Environment};
     StartScope scope(choice);
     return start();
 }
@@ -191,11 +194,12 @@ __attribute__((visibility("default"))) PostgresPollingStatusType PQconnectPoll(P
     if (!pq->complete) return real(conn);
     LibpqScope scope(*pq);
     try {
-        const std::optional<RsocketPolicy> known = conn != nullptr ? policy_of(conn) : std::nullopt;
+        const std::optional<PolicyChoice> choice = conn != nullptr ? choice_of(conn) : std::nullopt;
         // Started around our wrappers: its sockets are judged at their first write.
-        if (!known) return real(conn);
-        const RsocketPolicy policy = *known;
-        if (policy == RsocketPolicy::Off) {
+        if (!choice) return real(conn);
+        const RsocketPolicy policy = choice->policy;
+        const bool servers_file = choice->servers_file_decides && servers_file_has_rules();
+        if (policy == RsocketPolicy::Off && !servers_file) {
             // Still our attempt: its sockets are not left to the first-write path.
             ActivePolicy active(policy);
             return real(conn);
@@ -214,7 +218,7 @@ __attribute__((visibility("default"))) PostgresPollingStatusType PQconnectPoll(P
         PostgresPollingStatusType status;
         const char* refusal = nullptr;
         {
-            ActivePolicy active(policy);
+            ActivePolicy active(policy, servers_file);
             status = real(conn);
             refusal = ActivePolicy::refusal();
         }

@@ -18,8 +18,10 @@ int tcp_connect_state(int fd) noexcept;
 
 // The session moves to RDMA: the TCP socket to a number of its own (kept
 // open, the session's identity for the server), the transport's fd onto
-// `fd`, the program's epoll registrations with it. 0, or an errno (the
-// number is then still the TCP socket).
+// `fd`, the program's epoll registrations with it (for a driver's
+// connection, also those made before the library knew the number, read from
+// /proc/self/fdinfo). 0, or an errno (the number is then still the TCP
+// socket).
 int take_over(int fd, SocketEntry& entry, std::unique_ptr<transport::Connection> connection);
 
 // A fresh non-blocking TCP socket under `fd`'s number, with the socket

@@ -2,8 +2,10 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/time.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -58,16 +60,33 @@ ssize_t after_io(SocketEntry& entry, ssize_t n) noexcept {
 
 bool waits(const SocketEntry& entry, int flags) noexcept { return entry.blocking && (flags & MSG_DONTWAIT) == 0; }
 
+// SO_RCVTIMEO or SO_SNDTIMEO as the program set it (on the TCP socket kept
+// beside the session, where setsockopt goes): milliseconds, -1 for none.
+int socket_timeout_ms(const SocketEntry& entry, short events) noexcept {
+    timeval tv{};
+    socklen_t len = sizeof tv;
+    const int name = (events & POLLIN) != 0 ? SO_RCVTIMEO : SO_SNDTIMEO;
+    if (entry.tcp_fd < 0 || libc().getsockopt(entry.tcp_fd, SOL_SOCKET, name, &tv, &len) < 0) return -1;
+    if (tv.tv_sec == 0 && tv.tv_usec == 0) return -1;
+    const long long ms = static_cast<long long>(tv.tv_sec) * 1000 + (tv.tv_usec + 999) / 1000;
+    return ms > INT_MAX ? INT_MAX : static_cast<int>(ms);
+}
+
 // One read or write on the session, waiting for `events` between tries when
-// the program's socket was blocking (a signal ends the wait with EINTR, as
-// it ends a blocking socket call without SA_RESTART).
+// the program's socket was blocking, for as long as its SO_RCVTIMEO or
+// SO_SNDTIMEO allows (then EAGAIN, as the socket says). A signal ends the
+// wait with EINTR, as it ends a blocking socket call without SA_RESTART.
 template <typename Io>
 ssize_t moving(SocketEntry& entry, int flags, short events, Io&& io) noexcept {
     TransportCall inside;
+    int timeout = -2;  // not read yet
     for (;;) {
         const ssize_t n = io();
         if (n >= 0 || errno != EAGAIN || !waits(entry, flags)) return after_io(entry, n);
-        if (entry.connection->wait(events, -1) < 0) return -1;
+        if (timeout == -2) timeout = socket_timeout_ms(entry, events);
+        const int ev = entry.connection->wait(events, timeout);
+        if (ev < 0) return -1;
+        if (ev == 0) return errno = EAGAIN, -1;
     }
 }
 
@@ -116,7 +135,12 @@ DataRoute route_write(int fd, const iovec* iov, int iovcnt, int flags) noexcept 
     if (e->by_first_write && e->state == SocketState::Upgrading) {
         // Kept with the first bytes: they all leave together once it ends.
         const std::size_t total = total_of(iov, iovcnt);
-        if (e->pending.size() + total > kMaxPendingBytes) {
+        std::size_t kept_already = 0;
+        {
+            const std::lock_guard lock(e->first_write_lock);
+            kept_already = e->pending.size();
+        }
+        if (kept_already + total > kMaxPendingBytes) {
             switch (advance_first_write(fd, *e, false)) {
                 case FirstWriteState::Upgrading: return answer(-1, EAGAIN);
                 case FirstWriteState::Session: break;
@@ -124,15 +148,27 @@ DataRoute route_write(int fd, const iovec* iov, int iovcnt, int flags) noexcept 
                 case FirstWriteState::Failed: return answer(-1, e->failed_errno);
             }
         } else {
+            for (int i = 0; i < iovcnt; ++i)
+                if (iov[i].iov_base == nullptr && iov[i].iov_len > 0) return answer(-1, EFAULT);
+            bool kept = false;
             try {
-                for (int i = 0; i < iovcnt; ++i)
-                    e->pending.append(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
+                const std::lock_guard lock(e->first_write_lock);
+                if (e->state == SocketState::Upgrading) {
+                    for (int i = 0; i < iovcnt; ++i)
+                        e->pending.append(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
+                    kept = true;
+                }
             } catch (...) {
                 return answer(-1, ENOMEM);
             }
-            if (advance_first_write(fd, *e, false) == FirstWriteState::Failed) return answer(-1, e->failed_errno);
-            return answer(static_cast<ssize_t>(total));
+            if (kept) {
+                if (advance_first_write(fd, *e, false) == FirstWriteState::Failed) return answer(-1, e->failed_errno);
+                return answer(static_cast<ssize_t>(total));
+            }
+            // Another thread ended the upgrade meanwhile: go where it went.
         }
+        if (e->state == SocketState::Failed) return answer(-1, e->failed_errno);
+        if (e->state != SocketState::Rdma) return {};
     }
     DataRoute route;
     route.entry = std::move(e);
@@ -154,7 +190,8 @@ int socket_of(const SocketEntry& entry, int fd) noexcept {
 }
 
 bool passes_through(const SocketEntry& entry) noexcept {
-    return entry.state == SocketState::Connecting || entry.state == SocketState::Reconnecting;
+    return entry.state == SocketState::Connecting || entry.state == SocketState::Reconnecting ||
+           entry.state == SocketState::Plain;
 }
 
 ssize_t conn_read(SocketEntry& entry, void* buf, size_t len, int flags) noexcept {

@@ -22,6 +22,7 @@
 #include <atomic>
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "transport/connection.hpp"
@@ -36,6 +37,7 @@ enum class SocketState {
     Reconnecting,  // a second TCP connect (server without pg_rdma); then plain
     Rdma,          // the number is the transport's fd; the session is on RDMA
     Failed,        // RDMA required and impossible: libpq must give up on it
+    Plain,         // back on TCP as it is: out of the table, left to holders still inside
 };
 
 struct SocketEntry {
@@ -52,6 +54,9 @@ struct SocketEntry {
     bool told_failure = false;                           // Rdma: the session's RDMA failure was said
     // Upgraded at its first write (first_write.hpp), not by libpq's attempt:
     bool by_first_write = false;
+    // Held while the upgrade is stepped or `pending` grows: a driver's
+    // threads may share a socket, which libpq's never do.
+    std::mutex first_write_lock;
     std::string pending;    // Upgrading: what the program wrote, sent once the upgrade ends
     bool blocking = false;  // Rdma: the program's socket was blocking; reads and writes wait
 };

@@ -41,7 +41,11 @@ bool is_tcp(int fd, const sockaddr* addr) noexcept {
 extern "C" {
 
 __attribute__((visibility("default"))) int connect(int fd, const sockaddr* addr, socklen_t len) {
-    const RsocketPolicy policy = ActivePolicy::current();
+    RsocketPolicy policy = ActivePolicy::current();
+    // A libpq attempt whose conninfo and service say nothing: the servers
+    // file's rule for this address comes before WITH_RSOCKET.
+    if (ActivePolicy::servers_file_decides() && !in_transport())
+        if (const auto rule = servers_file_policy(addr, len)) policy = *rule;
     if (policy == RsocketPolicy::Require && !in_transport() && addr != nullptr && addr->sa_family == AF_UNIX) {
         // RDMA needs an IP address: a Unix-domain socket can never be
         // upgraded, and require must not quietly go without it.

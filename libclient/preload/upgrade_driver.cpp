@@ -181,7 +181,8 @@ std::optional<PostgresPollingStatusType> drive(PGconn* conn, int fd, SocketEntry
             return std::nullopt;
         }
         case SocketState::Rdma:
-        case SocketState::Failed: return std::nullopt;
+        case SocketState::Failed:
+        case SocketState::Plain: return std::nullopt;
     }
     return std::nullopt;
 }

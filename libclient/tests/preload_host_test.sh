@@ -136,12 +136,12 @@ echo "ok: pg_service.conf sections give with_rsocket by libpq's rules (PGSERVICE
 
 # --- PQconninfoParse, PQconndefaults, PQconninfo know the keyword ----------
 out=$(LD_PRELOAD=$so "$probe" parse "host=h with_rsocket=on dbname=d") || fail "parse: $out"
-echo "$out" | grep -qx "with_rsocket=on" || fail "PQconninfoParse lost the value: $out"
-echo "$out" | grep -qx "host=h" || fail "PQconninfoParse lost host: $out"
+grep -qx "with_rsocket=on" <<<"$out" || fail "PQconninfoParse lost the value: $out"
+grep -qx "host=h" <<<"$out" || fail "PQconninfoParse lost host: $out"
 out=$(LD_PRELOAD=$so "$probe" parse "postgresql://h/d?with_rsocket=require&sslmode=disable") || fail "parse uri: $out"
-echo "$out" | grep -qx "with_rsocket=require" || fail "PQconninfoParse (URI) lost the value: $out"
+grep -qx "with_rsocket=require" <<<"$out" || fail "PQconninfoParse (URI) lost the value: $out"
 out=$(LD_PRELOAD=$so "$probe" parse "host=h") || fail "parse: $out"
-echo "$out" | grep -qx "with_rsocket=(null)" || fail "PQconninfoParse does not list the keyword: $out"
+grep -qx "with_rsocket=(null)" <<<"$out" || fail "PQconninfoParse does not list the keyword: $out"
 plain_parse=$("$probe" parse "host=h sslmode=prefer") && grep -qx "sslmode=prefer" <<<"$plain_parse" || fail "probe: $plain_parse"
 [ "$plain_parse" = "$(LD_PRELOAD=$so "$probe" parse "host=h sslmode=prefer" | grep -v with_rsocket)" ] ||
     fail "PQconninfoParse's other options changed"
@@ -149,18 +149,18 @@ LD_PRELOAD=$so "$probe" parse "host=h bogus=1" 2>"$work/ours.err" && fail "parse
 "$probe" parse "host=h bogus=1" 2>"$work/plain.err" || true
 cmp -s "$work/plain.err" "$work/ours.err" || fail "PQconninfoParse's error changed: $(cat "$work/ours.err")"
 out=$(WITH_RSOCKET=true LD_PRELOAD=$so "$probe" defaults) || fail "defaults: $out"
-echo "$out" | grep -qx "with_rsocket=true" || fail "PQconndefaults ignores WITH_RSOCKET: $out"
+grep -qx "with_rsocket=true" <<<"$out" || fail "PQconndefaults ignores WITH_RSOCKET: $out"
 out=$(PGSERVICE=rdma_require svc env LD_PRELOAD=$so "$probe" defaults) || fail "defaults with a service: $out"
-echo "$out" | grep -qx "with_rsocket=require" || fail "PQconndefaults ignores the service section: $out"
-echo "$out" | grep -qx "port=5999" || fail "PQconndefaults lost the section's port: $out"
+grep -qx "with_rsocket=require" <<<"$out" || fail "PQconndefaults ignores the service section: $out"
+grep -qx "port=5999" <<<"$out" || fail "PQconndefaults lost the section's port: $out"
 out=$(LD_PRELOAD=$so "$probe" conninfo "$closed with_rsocket=yes" 2>/dev/null) || fail "conninfo: $out"
-echo "$out" | grep -qx "with_rsocket=yes" || fail "PQconninfo lost the value: $out"
+grep -qx "with_rsocket=yes" <<<"$out" || fail "PQconninfo lost the value: $out"
 out=$(WITH_RSOCKET=true LD_PRELOAD=$so "$probe" conninfo "$closed" 2>/dev/null) || fail "conninfo env: $out"
-echo "$out" | grep -qx "with_rsocket=true" || fail "PQconninfo lost WITH_RSOCKET's value: $out"
+grep -qx "with_rsocket=true" <<<"$out" || fail "PQconninfo lost WITH_RSOCKET's value: $out"
 out=$(LD_PRELOAD=$so "$probe" conninfo "$closed" 2>/dev/null) || fail "conninfo absent: $out"
-echo "$out" | grep -qx "with_rsocket=(null)" || fail "PQconninfo with nothing set: $out"
+grep -qx "with_rsocket=(null)" <<<"$out" || fail "PQconninfo with nothing set: $out"
 # false is plain libpq: not echoed (a primary_conninfo must stay readable by
 # a server without pg_rdma).
 out=$(WITH_RSOCKET=true LD_PRELOAD=$so "$probe" conninfo "$closed with_rsocket=false" 2>/dev/null) || fail "conninfo false: $out"
-echo "$out" | grep -qx "with_rsocket=(null)" || fail "PQconninfo echoed false: $out"
+grep -qx "with_rsocket=(null)" <<<"$out" || fail "PQconninfo echoed false: $out"
 echo "ok: PQconninfoParse, PQconndefaults and PQconninfo list with_rsocket with the value that counts"

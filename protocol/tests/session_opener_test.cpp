@@ -20,6 +20,12 @@ std::vector<std::uint8_t> header(std::uint32_t length, std::uint32_t code, std::
     return bytes;
 }
 
+std::vector<std::uint8_t> startup(std::uint32_t version, const std::string& pairs) {
+    std::vector<std::uint8_t> bytes = header(static_cast<std::uint32_t>(8 + pairs.size()), version, 8);
+    bytes.insert(bytes.end(), pairs.begin(), pairs.end());
+    return bytes;
+}
+
 std::vector<std::uint8_t> client_hello(const std::string& alpn_names) {
     std::vector<std::uint8_t> bytes = {0x16, 0x03, 0x01, 0x00, 0x80, 0x01, 0x00, 0x00, 0x7c, 0x03, 0x03};
     bytes.resize(60, 0x2a);
@@ -30,10 +36,22 @@ std::vector<std::uint8_t> client_hello(const std::string& alpn_names) {
 }  // namespace
 
 TEST_CASE("a StartupMessage of protocol 3.0 or 3.2 opens a session") {
-    CHECK(classify_opener(header(84, 196608, 84)) == Opener::Startup);
-    CHECK(classify_opener(header(84, (3u << 16) | 2u, 84)) == Opener::Startup);
-    // Only the header is judged: a first write may carry less than the packet.
+    const std::string pairs("user\0app\0database\0db\0\0", 22);
+    CHECK(classify_opener(startup(196608, pairs)) == Opener::Startup);
+    CHECK(classify_opener(startup((3u << 16) | 2u, pairs)) == Opener::Startup);
+    // A first write that carries only the start: judged by its header.
     CHECK(classify_opener(header(84, 196608, 8)) == Opener::Startup);
+    CHECK(classify_opener(header(84, 196608, 40)) == Opener::Startup);
+}
+
+TEST_CASE("a whole packet whose header reads 3.x but whose body is not a StartupMessage's does not") {
+    // A Kafka Metadata request: api_key 3, api_version 9, correlation id, client id...
+    std::vector<std::uint8_t> kafka = header(30, (3u << 16) | 9u, 34);
+    CHECK(classify_opener(kafka) == Opener::None);
+    CHECK(classify_opener(startup(196608, std::string("database\0db\0\0", 13))) == Opener::None);  // no user
+    CHECK(classify_opener(startup(196608, std::string("user\0app\0", 9))) == Opener::None);  // no final NUL
+    CHECK(classify_opener(startup(196608, std::string("user\0app", 8))) == Opener::None);
+    CHECK(classify_opener(startup((3u << 16) | 16u, std::string("user\0app\0\0", 10))) == Opener::None);
 }
 
 TEST_CASE("SSLRequest and GSSENCRequest open a session") {

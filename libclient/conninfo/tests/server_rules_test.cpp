@@ -75,6 +75,10 @@ TEST_CASE("prefixes that do not end on a byte boundary") {
 }
 
 TEST_CASE("IPv6 rules, and IPv4 reached through an IPv4-mapped IPv6 socket") {
+    const ServerRules mapped = parse_clean("::ffff:10.0.0.0/104 * true\n");
+    CHECK(match(mapped, v4("10.1.2.3", 5432)) == RsocketPolicy::Prefer);
+    CHECK(match(mapped, v6("::ffff:10.1.2.3", 5432)) == RsocketPolicy::Prefer);
+    CHECK(match(mapped, v4("11.1.2.3", 5432)) == std::nullopt);
     const ServerRules rules = parse_clean("fd00:1::/64 5432 true\n10.0.0.5 * require\n");
     CHECK(match(rules, v6("fd00:1::17", 5432)) == RsocketPolicy::Prefer);
     CHECK(match(rules, v6("fd00:2::17", 5432)) == std::nullopt);

@@ -181,7 +181,7 @@ $q;
 $q;
 SQL
 ) || fail "psql \\connect: $out"
-[ "$(echo "$out" | grep -c '^reuse rdma$')" = 2 ] && echo "$out" | grep -qx 'reuse tcp' ||
+[ "$(echo "$out" | grep -c '^reuse rdma$')" = 2 ] && grep -qx 'reuse tcp' <<<"$out" ||
     fail "psql \\connect did not keep (or change) with_rsocket: $out"
 echo "ok: psql with the conf/pg_service.conf sample (rdma, tcp, connection false wins; PGSERVICE) and \\connect"
 

@@ -12,9 +12,9 @@
 # server's pg_stat_rdma says. Then the fallbacks: a server address without
 # an RDMA device, a server without pg_rdma, require where RDMA is
 # impossible, and a rule saying false.
-# Usage: drivers_test.sh PGRDMA BUILD_DIR JDBC_CLASS_DIR JDBC_JAR
+# Usage: drivers_test.sh PGRDMA BUILD_DIR JDBC_CLASS_DIR JDBC_JAR FIRST_WRITE_PROBE
 set -euo pipefail
-pgrdma=$1 build=$2 jdbc_classes=$3 jdbc_jar=$4
+pgrdma=$1 build=$2 jdbc_classes=$3 jdbc_jar=$4 probe=$5
 IP=${RXE_IP:?run in the Soft-RoCE guest}
 here=$(dirname "$(readlink -f "$0")")
 # shellcheck source=regress/pg/cluster.sh
@@ -103,6 +103,16 @@ done
 expect node "$IP" 54462 off rdma WITH_RSOCKET=require
 echo "ok: node over RDMA (WITH_RSOCKET=require)"
 
+# An event loop that registered its socket with epoll before connect()
+# (Netty's, Asio's): the registration follows the number onto RDMA.
+printf '%s 54462 require\n' "$IP" >"$servers"
+before=$(grep -c 'pg_rdma: connection upgraded' "$log" || true)
+env -u WITH_RSOCKET PGRDMA_SERVERS_FILE="$servers" timeout 60 "$pgrdma" "$probe" server "$IP" 54462 \
+    >"$work/out" 2>"$work/err" || fail "epoll before connect: $(cat "$work/out" "$work/err")"
+grep -qx 'reply R' "$work/out" || fail "epoll before connect: $(cat "$work/out" "$work/err")"
+[ "$(grep -c 'pg_rdma: connection upgraded' "$log")" = $((before + 1)) ] || fail "epoll before connect: not upgraded"
+echo "ok: an epoll registration made before connect() follows the session onto RDMA"
+
 # 2. A rule saying false wins over WITH_RSOCKET: plain TCP, nothing said.
 printf '%s/32 * true\n%s 54462 false\n' "$IP" "$IP" >"$servers"
 expect asyncpg "$IP" 54462 off tcp WITH_RSOCKET=require
@@ -134,6 +144,9 @@ for driver in $drivers; do
     rc=0
     run "$driver" 127.0.0.1 54462 off || rc=$?
     [ "$rc" != 0 ] || fail "$driver with require and no device succeeded: $(cat "$work/out")"
+    # The driver's own error, not a crash (>= 128) or the timeout (124).
+    [ "$rc" -lt 124 ] || fail "$driver with require: exit $rc: $(cat "$work/err" "$work/out")"
+    grep -qi 'refused' "$work/err" "$work/out" || fail "$driver with require did not report a refused connection: $(cat "$work/err")"
     grep -q 'with_rsocket=require: RDMA is not possible for server "127.0.0.1", port 54462: ' "$work/err" ||
         fail "$driver's require failure said: $(cat "$work/err")"
     echo "ok: $driver with require fails where RDMA is impossible (${SECONDS}s)"

@@ -1,5 +1,8 @@
 // One pgJDBC session (Debian's libpostgresql-jdbc-java on the JVM: Java's
-// own sockets, an IPv6 socket reaching IPv4 through a mapped address),
+// own sockets, an IPv6 socket reaching IPv4 through a mapped address;
+// connectTimeout=0 leaves the JDK's socket blocking, so the first write
+// waits for the upgrade and the session's reads wait as a blocking
+// socket's do),
 // checking what a driver does: a transaction, a large result, COPY both
 // ways, a batch (pgJDBC pipelines its statements), TLS when asked, a cancel
 // by query timeout. Prints what the server says of its transport.
@@ -35,7 +38,7 @@ public final class JdbcSession {
         Properties props = new Properties();
         props.setProperty("user", "postgres");
         props.setProperty("password", args[2]);
-        props.setProperty("connectTimeout", "60");
+        props.setProperty("connectTimeout", "0");
         props.setProperty("sslmode", args[3].equals("on") ? "require" : "disable");
         String url = "jdbc:postgresql://" + args[0] + ":" + args[1] + "/postgres";
         try (Connection conn = DriverManager.getConnection(url, props)) {
