@@ -329,6 +329,8 @@ std::optional<ssize_t> first_write(int fd, const iovec* iov, int iovcnt, int fla
         }
         EntryRef e = SocketTable::instance().find(fd);
         if (e == nullptr) return std::nullopt;  // closed meanwhile by another thread
+        // Its waits must answer from the upgrade, which their reads drive.
+        adopt_epoll_registrations(fd);
         const bool blocking = (flags & MSG_DONTWAIT) == 0 && !nonblocking(fd);
         if (advance_first_write(fd, *e, blocking) == FirstWriteState::Failed) {
             errno = e->failed_errno;

@@ -77,6 +77,8 @@ void bind_like(int from, int to) {
 // kernel lists each watched descriptor with its events and data), so that
 // rebind_epoll() moves them too: left on the TCP socket kept open beside
 // the session, they would never report its bytes.
+}  // namespace
+
 void adopt_epoll_registrations(int fd) {
     DIR* dir = ::opendir("/proc/self/fd");
     if (dir == nullptr) return;
@@ -117,8 +119,6 @@ void adopt_epoll_registrations(int fd) {
     }
     ::closedir(dir);
 }
-
-}  // namespace
 
 int tcp_connect_state(int fd) noexcept {
     pollfd p{fd, POLLOUT, 0};

@@ -11,6 +11,12 @@
 
 namespace pg_rdma::client {
 
+// Registrations of `fd` in the program's epoll sets that the registry
+// does not know (made before connect(), as Netty's and Asio's loops do),
+// read from /proc/self/fdinfo into it: the waits then answer for `fd` from
+// the upgrade and the session, and rebind_epoll() moves them. May throw.
+void adopt_epoll_registrations(int fd);
+
 // Whether the TCP connect on `fd` has finished: 0 when connected, an errno
 // when it failed, EINPROGRESS while it is still under way. Reading SO_ERROR
 // clears it.

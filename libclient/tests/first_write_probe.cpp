@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -149,7 +150,9 @@ int to_server(const char* host, const char* port_text) {
     const int epfd = ::epoll_create1(EPOLL_CLOEXEC);
     const int c = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (epfd < 0 || c < 0) die("socket");
-    epoll_event ev{EPOLLOUT, {}};
+    // Registered once, before connect(), and never changed: the library
+    // learns of it only from the kernel (/proc/self/fdinfo).
+    epoll_event ev{EPOLLIN | EPOLLOUT, {}};
     ev.data.u64 = 77;
     if (::epoll_ctl(epfd, EPOLL_CTL_ADD, c, &ev) < 0) die("epoll_ctl");
     sockaddr_in a{};
@@ -158,13 +161,13 @@ int to_server(const char* host, const char* port_text) {
     if (::inet_pton(AF_INET, host, &a.sin_addr) != 1) die("inet_pton");
     if (::connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a) < 0 && errno != EINPROGRESS) die("connect");
     epoll_event got{};
-    if (::epoll_wait(epfd, &got, 1, 10000) != 1) die("epoll_wait (connect)");
-    ev.events = EPOLLIN;
-    if (::epoll_ctl(epfd, EPOLL_CTL_MOD, c, &ev) < 0) die("epoll_ctl");
+    if (::epoll_wait(epfd, &got, 1, 10000) != 1 || (got.events & EPOLLOUT) == 0) die("epoll_wait (connect)");
     const std::string sent = startup_packet();
     report_sent("send", ::send(c, sent.data(), sent.size(), MSG_NOSIGNAL));
+    // Level-triggered EPOLLOUT comes with every wait: read until the reply.
     for (;;) {
         const int n = ::epoll_wait(epfd, &got, 1, 10000);
+        if (n == 1 && (got.events & EPOLLIN) == 0) continue;
         if (n != 1 || got.data.u64 != 77) {
             std::printf("epoll_wait: %d events\n", n);
             return 1;
