@@ -30,6 +30,8 @@
 #include <thread>
 #include <vector>
 
+#include "libclient/tests/rdma/process_usage.hpp"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -53,23 +55,7 @@ double percentile(std::vector<double> v, double p) {
     return v[std::min(i, v.size() - 1)];
 }
 
-// This process's pinned memory (VmPin, kB): the RDMA sessions' rings.
-long pinned_kb() {
-    std::ifstream status("/proc/self/status");
-    std::string line;
-    while (std::getline(status, line))
-        if (line.rfind("VmPin:", 0) == 0) return std::atol(line.c_str() + 6);
-    return -1;
-}
-
-long descriptors() {
-    std::error_code ec;
-    long n = 0;
-    for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec); !ec && it != std::filesystem::directory_iterator();
-         it.increment(ec))
-        ++n;
-    return ec ? -1 : n - 1;  // the iterator's own descriptor
-}
+long descriptors() { return static_cast<long>(pg_rdma::client_tests::open_descriptors().size()) - 1; }
 
 // Starts [begin, end) at once and drives them until each is made or has
 // failed. False when poll() itself failed.
@@ -156,7 +142,7 @@ int main(int argc, char** argv) {
     std::printf("connected=%d rdma=%d tcp=%d failed=%d\n", connected, rdma, tcp, failed);
     std::printf("setup_ms p50=%.0f p99=%.0f max=%.0f\n", percentile(setup, 0.5), percentile(setup, 0.99),
                 percentile(setup, 1.0));
-    std::printf("peak descriptors=%ld pinned_kb=%ld\n", descriptors(), pinned_kb());
+    std::printf("peak descriptors=%ld pinned_kb=%ld\n", descriptors(), pg_rdma::client_tests::pinned_kb());
     std::fflush(stdout);
     if (hold_s > 0) std::this_thread::sleep_for(std::chrono::seconds(hold_s));
     int shown = 0;
