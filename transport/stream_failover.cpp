@@ -24,6 +24,8 @@
 #include <sys/ioctl.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -70,7 +72,12 @@ bool Stream::attach_tcp(int fd) {
     // A number of our own: the program may close or reuse its number (the
     // client library moves the socket; a forked child's parent closes its
     // copy), and failover must never write into whatever gets it next.
-    tcp_copy_ = FileDescriptor(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+    // Made by the system call itself: in a client whose fcntl() the client
+    // library wraps, a copy made through the wrapper would be counted as
+    // another number of the program's session, and that session would then
+    // outlive the program's last close (with this copy, its descriptors
+    // and its pinned memory).
+    tcp_copy_ = FileDescriptor(static_cast<int>(::syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 0)));
     if (!tcp_copy_.valid()) return false;
     tcp_fd_ = tcp_copy_.get();
     // On RDMA the socket is silent until the peer's failover message or its

@@ -31,10 +31,8 @@ using namespace pg_rdma::client;
 
 namespace {
 
-// Whether this call must keep the tables true. Not for the transport's own
-// calls (most go to libc directly; see copied() for one that does not),
-// and not in a vfork child, whose closes
-// must leave the parent's sessions alone (SocketTable::owned_here()).
+// Whether this call must keep the tables true. Not in a vfork child, whose
+// closes must leave the parent's sessions alone (SocketTable::owned_here()).
 // in_transport() is not asked: a signal handler interrupting a transport
 // call is the program's, and its closes count.
 bool watching() noexcept {
@@ -44,13 +42,12 @@ bool watching() noexcept {
 
 // `copy` is now a duplicate of `fd`: it names `fd`'s session too. When the
 // table cannot say so (`copy` beyond its range), the copy is a plain
-// descriptor, as any number this library never saw. A copy the transport
-// makes for itself (the session's own hold on its TCP socket, for
-// failover) is not a number of the session: counted as one, it would keep
-// the session alive after the program's last close, its descriptors and
-// pinned memory with it, until the process ends.
+// descriptor, as any number this library never saw. (The transport's own
+// copy of a session's TCP socket is made by the system call, not through
+// here: counted as a number of the session, it kept every session alive
+// after the program's last close.)
 void copied(int fd, int copy) noexcept {
-    if (copy < 0 || copy == fd || in_transport()) return;
+    if (copy < 0 || copy == fd) return;
     // A driver's connection not upgraded yet, now with two numbers: it stays
     // on TCP (an upgrade would move only one of them).
     if (take_candidate(fd) && !EpollRegistry::instance().empty()) EpollRegistry::instance().forget_descriptor(fd);

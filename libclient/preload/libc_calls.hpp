@@ -7,8 +7,12 @@
 // process has no usable libc and aborts at load with a message.
 //
 // TransportCall marks a stretch of code in which this thread is inside the
-// transport or the upgrade: the exported wrappers then forward straight to
-// libc, so the transport's own poll/epoll_wait/send/recv never meet them.
+// transport or the upgrade: the data and wait wrappers then forward
+// straight to libc, so the transport's own poll/epoll_wait/send/recv never
+// meet them. The descriptor wrappers (close, dup...) do not ask, as a
+// signal handler's calls are the program's: the transport's descriptors
+// have no entry there, and its one copy of a program's socket is made by
+// the system call (transport/stream_failover.cpp).
 #pragma once
 
 #include <poll.h>

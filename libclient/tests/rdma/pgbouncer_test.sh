@@ -9,7 +9,8 @@
 # fresh server connection, which stays on TCP), server-side TLS over RDMA,
 # and the fallback to TCP where the server's address has no device; which
 # transport each server connection uses is what the server's pg_stat_rdma
-# says.
+# says. Once its server connections are closed, pgbouncer holds no more
+# descriptors than before it had any.
 # Usage: pgbouncer_test.sh PGRDMA BUILD_DIR
 set -euo pipefail
 pgrdma=$1 build=$2
@@ -75,6 +76,7 @@ start_bouncer() {
         echo "pool_mode = transaction"
         echo "default_pool_size = $POOL"
         echo "max_client_conn = 100"
+        echo "admin_users = postgres"
         echo "logfile = $work/$name.log"
         echo "pidfile = $work/$name.pid"
         printf '%s\n' "$@"
@@ -84,6 +86,19 @@ start_bouncer() {
     bouncers+=("$name")
     wait_for 60 bash -c "ss -Hltn 'sport = :$port' | grep -q ." || fail "$name did not listen on $port"
     [ -n "$(bouncer_pid "$name")" ] || fail "$name wrote no pid file"
+    # Its descriptors before any server connection: they must come back
+    # to this once its server connections are closed.
+    descriptors "$name" >"$work/$name.fds0"
+}
+# descriptors NAME: how many descriptors pgbouncer NAME holds, leaving out
+# the device's verbs context and its event channel, which the RDMA
+# libraries keep for the process's lifetime once the device was used.
+descriptors() {
+    local fd n=0
+    for fd in "/proc/$(bouncer_pid "$1")/fd"/*; do
+        case $(readlink "$fd") in "/dev/infiniband/uverbs"* | "anon_inode:[infinibandevent]") ;; *) n=$((n + 1)) ;; esac
+    done
+    echo "$n"
 }
 # through PORT DB PSQL_ARG...: plain psql (no pg_rdma) through pgbouncer,
 # which trusts its clients on 127.0.0.1.
@@ -156,9 +171,24 @@ echo "ok: pgbouncer's server connection with TLS (verify-ca) over RDMA"
 [ "$(through "$BOUNCER_PORT" nodevice -c 'select 42')" = 42 ] || fail "pgbouncer to 127.0.0.1"
 read -r on_rdma total <<<"$(server_conns "a.client_addr = '127.0.0.1'")"
 [ "$total" -ge 1 ] && [ "$on_rdma" = 0 ] || fail "pgbouncer's server connections to 127.0.0.1: $on_rdma of $total on RDMA"
-grep -q "WARNING:  with_rsocket: RDMA is not possible for server \"127.0.0.1\", port $PG_CLUSTER_PORT: .*; continuing over TCP" \
-    "$work/bouncer.err" || fail "pgbouncer's fallback said: $(cat "$work/bouncer.err")"
+[ "$(grep -c "WARNING:  with_rsocket: RDMA is not possible for server \"127.0.0.1\", port $PG_CLUSTER_PORT: .*; continuing over TCP" \
+    "$work/bouncer.err")" = 1 ] || fail "pgbouncer's fallback said: $(cat "$work/bouncer.err")"
 echo "ok: pgbouncer's server connection falls back to TCP where there is no device, saying so once"
+
+# 6. Its server connections closed (the admin console's RECONNECT), each
+# pgbouncer holds the descriptors it held before it had any: a session
+# that outlived its close would keep ~7 and its pinned memory.
+for port in "$BOUNCER_PORT" "$BOUNCER_TLS_PORT"; do
+    through "$port" pgbouncer -c 'RECONNECT' >/dev/null || fail "RECONNECT on $port"
+done
+no_server_conns() { [ "$(server_conns "a.client_addr in ('$IP', '127.0.0.1')" | cut -d' ' -f2)" = 0 ]; }
+wait_for 60 no_server_conns || fail "pgbouncer's server connections did not close: $(server_conns true)"
+for name in "${bouncers[@]}"; do
+    # (Closing a server connection is pgbouncer's, then ours: give it a moment.)
+    same() { [ "$(descriptors "$name")" = "$(cat "$work/$name.fds0")" ]; }
+    wait_for 30 same || fail "$name holds $(descriptors "$name") descriptors, $(cat "$work/$name.fds0") before any server connection: $(ls -l "/proc/$(bouncer_pid "$name")/fd")"
+done
+echo "ok: with its server connections closed, each pgbouncer holds the descriptors it held before it had any"
 
 # Nothing else on pgbouncer's stderr; both still run; no backend crashed.
 unexpected=$(grep -v 'with_rsocket: RDMA is not possible for server "127.0.0.1"' "$work/bouncer.err" "$work/bouncer_tls.err" || true)

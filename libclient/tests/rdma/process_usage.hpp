@@ -34,4 +34,19 @@ inline std::map<int, std::string> open_descriptors() {
     return fds;
 }
 
+// A descriptor the RDMA libraries keep for the process's lifetime once a
+// device was used: librdmacm opens each device (its verbs context and that
+// context's async event channel) once and keeps it. A session's own
+// (rdma_cm, epoll, eventfd, timerfd, its sockets) are never among them.
+inline bool kept_for_the_process(const std::string& target) {
+    return target.rfind("/dev/infiniband/uverbs", 0) == 0 || target == "anon_inode:[infinibandevent]";
+}
+
+// The descriptors of `fds` that a session may own: all but those above.
+inline std::size_t session_descriptors(const std::map<int, std::string>& fds) {
+    std::size_t n = 0;
+    for (const auto& [fd, target] : fds) n += kept_for_the_process(target) ? 0 : 1;
+    return n;
+}
+
 }  // namespace pg_rdma::client_tests
