@@ -19,6 +19,8 @@ IP=${RXE_IP:?run in the Soft-RoCE guest}
 here=$(dirname "$(readlink -f "$0")")
 # shellcheck source=regress/pg/cluster.sh
 . "$here/../../../regress/pg/cluster.sh"
+# shellcheck source=regress/pg/client_checks.sh
+. "$here/../../../regress/pg/client_checks.sh"
 python=/usr/bin/python3  # Debian's, where python3-asyncpg and python3-psycopg are
 node_modules=$build/node_drivers/node_modules
 missing() { echo "FAIL: $* (scripts/test installs every driver: scripts/lib/deps.sh, scripts/lib/drivers.sh)"; exit 1; }
@@ -39,13 +41,7 @@ pg_cluster_set_password postgres secret
 # The pg_rdma server: RDMA on the rxe address, TCP only on 127.0.0.1 (no
 # device there), with TLS.
 PG_CLUSTER_PORT=54462
-pg_cluster_init "$(mktemp -d /tmp/pg_rdma-drivers.XXXXXX)" "$build" \
-    "pg_rdma.listen_addresses = '$IP,127.0.0.1'" "log_connections = on"
-echo "host all all 127.0.0.1/32 scram-sha-256" | as_pg tee -a "$PG_CLUSTER_DATA/pg_hba.conf" >/dev/null
-pg_cluster_make_certs
-pg_cluster_start
-pg_cluster_set_password postgres secret
-pg_cluster_psql -c 'create extension pg_rdma' >/dev/null
+pg_cluster_up_for_clients drivers "$build" "log_connections = on"
 log=$(pg_cluster_log)
 work=$PG_CLUSTER_WORK
 

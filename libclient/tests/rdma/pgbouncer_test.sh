@@ -18,6 +18,8 @@ IP=${RXE_IP:?run in the Soft-RoCE guest}
 here=$(dirname "$(readlink -f "$0")")
 # shellcheck source=regress/pg/cluster.sh
 . "$here/../../../regress/pg/cluster.sh"
+# shellcheck source=regress/pg/client_checks.sh
+. "$here/../../../regress/pg/client_checks.sh"
 command -v pgbouncer >/dev/null ||
     { echo "FAIL: Debian's pgbouncer is not installed (scripts/test installs it: scripts/lib/deps.sh)"; exit 1; }
 
@@ -26,13 +28,7 @@ readonly CLIENTS=16 TRANSACTIONS=25 POOL=4
 # The pg_rdma server: RDMA on the rxe address; 127.0.0.1 is a pg_rdma
 # address too, with no device behind it.
 PG_CLUSTER_PORT=54471
-pg_cluster_init "$(mktemp -d /tmp/pg_rdma-pgbouncer.XXXXXX)" "$build" \
-    "pg_rdma.listen_addresses = '$IP,127.0.0.1'"
-echo "host all all 127.0.0.1/32 scram-sha-256" | as_pg tee -a "$PG_CLUSTER_DATA/pg_hba.conf" >/dev/null
-pg_cluster_make_certs
-pg_cluster_start
-pg_cluster_set_password postgres secret
-pg_cluster_psql -c 'create extension pg_rdma' >/dev/null
+pg_cluster_up_for_clients pgbouncer "$build"
 log=$(pg_cluster_log)
 work=$PG_CLUSTER_WORK
 bouncers=()  # their names; each writes WORK/NAME.pid
@@ -139,21 +135,8 @@ echo "ok: a 10 MB COPY out through pgbouncer, the same bytes"
 
 # 3. A cancel: psql's Ctrl-C goes to pgbouncer, which sends a CancelRequest
 # to the server on a fresh connection (left on TCP: it is not a session).
-sleeping() { [ -n "$(pg_cluster_psql -c "select pid from pg_stat_activity where query = 'select pg_sleep(60)'")" ]; }
-# (A background job of a script starts with SIGINT ignored; psql keeps an
-# ignored SIGINT ignored, so the signal's default is put back first.)
-python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])' \
-    "$PG_CLUSTER_BIN/psql" -X -h 127.0.0.1 -p "$BOUNCER_PORT" -U postgres -d rdma -c 'select pg_sleep(60)' \
-    >"$work/cancel.out" 2>&1 &
-psql_pid=$!
-wait_for 60 sleeping || fail "the query to cancel never started: $(cat "$work/cancel.out")"
-start=$SECONDS
-kill -INT "$psql_pid"
-rc=0
-wait "$psql_pid" || rc=$?
-grep -q 'canceling statement due to user request' "$work/cancel.out" ||
-    fail "a cancel through pgbouncer: exit $rc: $(cat "$work/cancel.out")"
-[ $((SECONDS - start)) -lt 40 ] || fail "a cancel through pgbouncer took $((SECONDS - start)) s"
+pg_check_cancel "$work/cancel.out" -h 127.0.0.1 -p "$BOUNCER_PORT" -U postgres -d rdma ||
+    fail "a cancel through pgbouncer: $(cat "$work/cancel.out")"
 through "$BOUNCER_PORT" rdma -c 'select 1' >/dev/null || fail "pgbouncer after a cancel"
 echo "ok: a cancel through pgbouncer ends the query"
 

@@ -82,6 +82,22 @@ out=$(as_pg env PGCONNECT_TIMEOUT=60 /usr/bin/pgrdma "$bindir/psql" -X -At \
 echo "ok: psql through /usr/bin/pgrdma with with_rsocket=require is on RDMA"
 man -w pgrdma >/dev/null 2>&1 || [ -f /usr/share/man/man1/pgrdma.1.gz ] || fail "no pgrdma man page"
 
+# The packaged `pgrdma proxy` finds its program beside the library, and a
+# plain psql through it lands on RDMA.
+readonly PROXY_PORT=6499
+WITH_RSOCKET=require /usr/bin/pgrdma proxy --listen "127.0.0.1:$PROXY_PORT" "$RXE_IP:$port" 2>"$work/proxy.err" &
+proxy_pid=$!
+trap 'kill "$proxy_pid" 2>/dev/null; as_pg "$bindir/pg_ctl" -D "$work/data" -m immediate stop >/dev/null 2>&1 || true' EXIT
+for _ in $(seq 1 300); do grep -q '^pgrdma proxy: listening' "$work/proxy.err" && break; sleep 0.2; done
+out=$(as_pg env PGCONNECT_TIMEOUT=60 "$bindir/psql" -X -At -d "host=127.0.0.1 port=$PROXY_PORT user=postgres dbname=postgres sslmode=disable" \
+    -c "select transport from pg_stat_rdma where pid = pg_backend_pid()" 2>&1) ||
+    fail "psql through the packaged pgrdma proxy: $out; the proxy said: $(cat "$work/proxy.err")"
+[ "$out" = rdma ] || fail "the session through the packaged pgrdma proxy is on '$out'"
+kill "$proxy_pid"
+wait "$proxy_pid" || fail "the packaged proxy's exit status after SIGTERM: $?"
+echo "ok: plain psql through the packaged pgrdma proxy is on RDMA"
+
+trap 'as_pg "$bindir/pg_ctl" -D "$work/data" -m immediate stop >/dev/null 2>&1 || true' EXIT
 as_pg "$bindir/pg_ctl" -D "$work/data" -m fast -w -t 60 stop >/dev/null || fail "the server did not stop"
 trap - EXIT
 dpkg --purge "$client_pkg" "$server_pkg" >"$work/dpkg-purge.log" 2>&1 || { cat "$work/dpkg-purge.log"; fail "dpkg --purge"; }

@@ -1,0 +1,321 @@
+#include "libclient/proxy/relay.hpp"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <span>
+#include <vector>
+
+#include "libclient/proxy/refusal.hpp"
+
+namespace pg_rdma::proxy {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Per direction. A PostgreSQL message stream has no use for more: the
+// kernel's socket buffers and the transport's ring hold the rest.
+constexpr std::size_t kFlowBufferBytes = 64 * 1024;
+// The client's first write is what the library judges (StartupMessage,
+// SSLRequest, GSSENCRequest or a ClientHello): their common header is
+// 8 bytes, and a first write shorter than that is never upgraded. So the
+// proxy holds the client's bytes until it has that many and sends them
+// in one write.
+constexpr std::size_t kOpeningBytes = 8;
+
+class Socket {
+public:
+    explicit Socket(int fd = -1) : fd_(fd) {}
+    ~Socket()
+    {
+        if (fd_ >= 0)
+            ::close(fd_);
+    }
+    Socket(const Socket&) = delete;
+    Socket& operator=(const Socket&) = delete;
+    Socket(Socket&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+    Socket& operator=(Socket&& other) noexcept
+    {
+        std::swap(fd_, other.fd_);
+        return *this;
+    }
+    [[nodiscard]] int get() const { return fd_; }
+
+private:
+    int fd_;
+};
+
+// Bytes read from one side, not yet written to the other.
+struct Flow {
+    std::vector<std::uint8_t> buffer = std::vector<std::uint8_t>(kFlowBufferBytes);
+    std::size_t begin = 0;
+    std::size_t end = 0;
+    bool ended = false;  // the source said end of file
+    std::size_t moved = 0;  // bytes written to the other side, in all
+
+    [[nodiscard]] bool pending() const { return begin < end; }
+    [[nodiscard]] bool room() const { return end < buffer.size(); }
+    [[nodiscard]] std::span<const std::uint8_t> held() const { return {buffer.data() + begin, end - begin}; }
+};
+
+enum class Io { Moved, WouldBlock, Ended, Failed };
+
+Io fill(int fd, Flow& flow, int& error)
+{
+    ssize_t n = ::recv(fd, flow.buffer.data() + flow.end, flow.buffer.size() - flow.end, 0);
+    if (n > 0) {
+        flow.end += static_cast<std::size_t>(n);
+        return Io::Moved;
+    }
+    if (n == 0) {
+        flow.ended = true;
+        return Io::Ended;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+        return Io::WouldBlock;
+    error = errno;
+    return Io::Failed;
+}
+
+Io drain(int fd, Flow& flow, int& error)
+{
+    ssize_t n = ::send(fd, flow.buffer.data() + flow.begin, flow.end - flow.begin, MSG_NOSIGNAL);
+    if (n >= 0) {
+        flow.begin += static_cast<std::size_t>(n);
+        flow.moved += static_cast<std::size_t>(n);
+        if (flow.begin == flow.end)
+            flow.begin = flow.end = 0;
+        return Io::Moved;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+        return Io::WouldBlock;
+    error = errno;
+    return Io::Failed;
+}
+
+int remaining_ms(Clock::time_point deadline)
+{
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    return left > 0 ? static_cast<int>(left) : 0;
+}
+
+void log_line(const std::string& label, const std::string& what)
+{
+    std::fprintf(stderr, "pgrdma proxy: %s: %s\n", label.c_str(), what.c_str());
+}
+
+// Reads the client's first bytes: at least kOpeningBytes, or what came
+// before end of file. False when the client went away or said nothing in
+// time.
+bool read_opening(int client, Flow& flow, std::chrono::milliseconds timeout, const std::string& label)
+{
+    auto deadline = Clock::now() + timeout;
+    while (flow.end < kOpeningBytes) {
+        pollfd pfd{client, POLLIN, 0};
+        int ready = ::poll(&pfd, 1, remaining_ms(deadline));
+        if (ready < 0 && errno == EINTR)
+            continue;
+        if (ready <= 0) {
+            if (ready == 0)
+                log_line(label, "the client sent nothing to open a session within " +
+                                    std::to_string(timeout.count() / 1000) + " s; closed");
+            return false;
+        }
+        int error = 0;
+        switch (fill(client, flow, error)) {
+        case Io::Moved:
+        case Io::WouldBlock:
+            break;
+        case Io::Ended:
+            return flow.end > 0;
+        case Io::Failed:
+            return false;
+        }
+    }
+    return true;
+}
+
+// A non-blocking TCP connection to one of the server's addresses; the
+// socket, or -1 with `why` saying what failed for the last address tried.
+Socket connect_server(const RelaySettings& settings, std::string& why)
+{
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    std::string port = std::to_string(settings.server.port);
+    if (int rc = ::getaddrinfo(settings.server.host.c_str(), port.c_str(), &hints, &found); rc != 0) {
+        why = std::string("could not resolve the server's name: ") + ::gai_strerror(rc);
+        return Socket();
+    }
+    why = "no address";
+    for (addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
+        Socket s(::socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+        if (s.get() < 0) {
+            why = std::strerror(errno);
+            continue;
+        }
+        int one = 1;
+        ::setsockopt(s.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        int error = 0;
+        if (::connect(s.get(), ai->ai_addr, ai->ai_addrlen) < 0) {
+            if (errno != EINPROGRESS) {
+                error = errno;
+            } else {
+                pollfd pfd{s.get(), POLLOUT, 0};
+                auto deadline = Clock::now() + settings.connect_timeout;
+                int ready;
+                do {
+                    ready = ::poll(&pfd, 1, remaining_ms(deadline));
+                } while (ready < 0 && errno == EINTR);
+                socklen_t len = sizeof error;
+                if (ready == 0)
+                    error = ETIMEDOUT;
+                else if (ready < 0 || ::getsockopt(s.get(), SOL_SOCKET, SO_ERROR, &error, &len) < 0)
+                    error = errno;
+            }
+        }
+        if (error == 0) {
+            ::freeaddrinfo(found);
+            return s;
+        }
+        why = std::strerror(error);
+    }
+    ::freeaddrinfo(found);
+    return Socket();
+}
+
+void send_all_best_effort(int fd, std::span<const std::uint8_t> bytes)
+{
+    // The client socket is non-blocking: a client too slow to take a few
+    // hundred bytes loses them, which costs it nothing it would not lose
+    // anyway (the connection closes next).
+    while (!bytes.empty()) {
+        ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return;
+        bytes = bytes.subspan(static_cast<std::size_t>(n));
+    }
+}
+
+void refuse(int client, std::span<const std::uint8_t> opening, const Refusal& refusal)
+{
+    if (answers_in_clear(opening))
+        send_all_best_effort(client, error_response(refusal));
+}
+
+Refusal server_failure(const RelaySettings& settings, int error)
+{
+    std::string where = describe(settings.server);
+    if (error == ECONNREFUSED)
+        return {kSqlStateCannotConnect,
+                "pgrdma proxy: RDMA to the server " + where + " is not possible, and the proxy may not use TCP",
+                "The proxy's policy for this server is with_rsocket=require; its log gives the reason "
+                "(a line starting \"WARNING:  with_rsocket=require\").",
+                "Check that the server has pg_rdma listening on this address (pg_rdma.listen_addresses) and "
+                "that this host has an RDMA device routing to it, or run the proxy with WITH_RSOCKET=true "
+                "to allow TCP."};
+    return {kSqlStateCannotConnect,
+            "pgrdma proxy: the connection to the server " + where + " failed: " + std::strerror(error), "", ""};
+}
+
+// Copies both ways until one side has ended and everything it sent has
+// been passed on, or a call fails.
+void relay(int client, int server, std::span<const std::uint8_t> opening, const RelaySettings& settings,
+           const std::string& label)
+{
+    Flow up;
+    Flow down;
+    std::copy(opening.begin(), opening.end(), up.buffer.begin());
+    up.end = opening.size();
+    int error = 0;
+    for (;;) {
+        if ((up.ended && !up.pending()) || (down.ended && !down.pending()))
+            return;
+        // up: client -> server; down: server -> client. A side with
+        // nothing asked of it is left out (-1): poll would otherwise
+        // report its hang-up at once, again and again.
+        std::array<pollfd, 2> pfd{};
+        short client_events = static_cast<short>(((!up.ended && up.room()) ? POLLIN : 0) | (down.pending() ? POLLOUT : 0));
+        short server_events = static_cast<short>(((!down.ended && down.room()) ? POLLIN : 0) | (up.pending() ? POLLOUT : 0));
+        pfd[0] = {client_events != 0 ? client : -1, client_events, 0};
+        pfd[1] = {server_events != 0 ? server : -1, server_events, 0};
+        if (::poll(pfd.data(), pfd.size(), -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            log_line(label, std::string("poll failed: ") + std::strerror(errno));
+            return;
+        }
+        // What was just read is written at once, without waiting for
+        // poll to say the other side is writable (it nearly always is):
+        // one poll per message instead of two.
+        constexpr short kReadable = POLLIN | POLLHUP | POLLERR;
+        if ((pfd[0].revents & kReadable) && (client_events & POLLIN) && fill(client, up, error) == Io::Failed)
+            return;  // the client went away: nothing to tell it
+        if (up.pending() && drain(server, up, error) == Io::Failed)
+            break;
+        if ((pfd[1].revents & kReadable) && (server_events & POLLIN) && fill(server, down, error) == Io::Failed)
+            break;
+        if (down.pending() && drain(client, down, error) == Io::Failed)
+            return;
+    }
+    // A call on the server's socket failed. Before the server said
+    // anything, the client can still be told why in its own protocol.
+    if (down.moved == 0 && !down.pending()) {
+        Refusal refusal = server_failure(settings, error);
+        refuse(client, opening, refusal);
+        log_line(label, refusal.message);
+    } else if (error != ECONNRESET && error != EPIPE) {
+        log_line(label, std::string("the server's side failed: ") + std::strerror(error));
+    }
+}
+
+}  // namespace
+
+void refuse_at_once(int client, const char* sqlstate, const std::string& message) noexcept
+{
+    try {
+        // The client has not spoken yet; the server would answer it the
+        // same way ("sorry, too many clients already") before reading.
+        send_all_best_effort(client, error_response({sqlstate, message, "", ""}));
+    } catch (...) {
+    }
+}
+
+void carry(int client_fd, const RelaySettings& settings, const std::string& label) noexcept
+{
+    Socket client(client_fd);
+    try {
+        int one = 1;
+        ::setsockopt(client.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // fails harmlessly on a Unix socket
+        Flow opening;
+        if (!read_opening(client.get(), opening, settings.opening_timeout, label))
+            return;
+        std::string why;
+        Socket server = connect_server(settings, why);
+        if (server.get() < 0) {
+            Refusal refusal{kSqlStateCannotConnect,
+                            "pgrdma proxy: could not connect to the server " + describe(settings.server) + ": " + why,
+                            "", ""};
+            refuse(client.get(), opening.held(), refusal);
+            log_line(label, refusal.message);
+            return;
+        }
+        relay(client.get(), server.get(), opening.held(), settings, label);
+    } catch (const std::exception& e) {
+        log_line(label, std::string("closed: ") + e.what());
+    }
+}
+
+}  // namespace pg_rdma::proxy
