@@ -80,13 +80,18 @@ std::string parse_listen(std::string_view text, std::uint16_t server_port, bool 
                          ListenEndpoint& out)
 {
     if (!text.empty() && text.front() == '/') {
-        UnixListen unix_listen{is_directory ? postgres_socket_path(text, server_port) : std::string(text)};
+        if (!is_directory)
+            return "listen '" + std::string(text) +
+                   "': not an existing directory (a Unix socket is given as the directory it goes in)";
+        UnixListen unix_listen{postgres_socket_path(text, server_port)};
         if (unix_listen.path.size() > kMaxSocketPathBytes)
             return "listen '" + std::string(text) + "': the socket path " + unix_listen.path + " is longer than " +
                    std::to_string(kMaxSocketPathBytes) + " bytes";
         out = unix_listen;
         return "";
     }
+    if (text.find('/') != std::string_view::npos || (!text.empty() && text.front() == '.'))
+        return "listen '" + std::string(text) + "': a socket directory must be an absolute path";
     TcpListen tcp{kDefaultListenHost, 0};
     if (all_digits(text)) {
         if (!parse_port(text, tcp.port))

@@ -3,10 +3,10 @@
 //
 //   server  HOST, HOST:PORT or [IPV6]:PORT (PostgreSQL's 5432 by default);
 //           HOST may be a name, resolved again for every connection
-//   listen  an absolute path: a directory gets PostgreSQL's socket name in
-//           it (DIR/.s.PGSQL.PORT, PORT the server's), so that a client
-//           given host=DIR port=PORT finds it; any other path is the
-//           socket file itself;
+//   listen  an absolute path to a directory: the socket is PostgreSQL's
+//           name in it (DIR/.s.PGSQL.PORT, PORT the server's), since a
+//           client finds a Unix socket by directory and port
+//           (host=DIR port=PORT), never by a file name;
 //           PORT, HOST:PORT or [IPV6]:PORT: a TCP port on a loopback
 //           address only (127.0.0.0/8, ::1; 127.0.0.1 by default), since
 //           every session arrives at the server from this host's address
@@ -29,7 +29,7 @@ struct ServerEndpoint {
 };
 
 struct UnixListen {
-    std::string path;  // the socket file
+    std::string path;  // the socket file, DIR/.s.PGSQL.PORT
 };
 
 struct TcpListen {
@@ -42,8 +42,8 @@ using ListenEndpoint = std::variant<UnixListen, TcpListen>;
 // Each fills `out` and returns "" when `text` is valid, else says what is
 // wrong with it (for the command's error line).
 std::string parse_server(std::string_view text, ServerEndpoint& out);
-// `is_directory` tells whether an absolute path names a directory (the
-// caller asks the file system; the tests pass an answer).
+// `is_directory` tells whether an absolute path names an existing
+// directory (the caller asks the file system; the tests pass an answer).
 std::string parse_listen(std::string_view text, std::uint16_t server_port, bool is_directory,
                          ListenEndpoint& out);
 

@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -25,22 +26,36 @@
 #include <thread>
 #include <vector>
 
+#include "libclient/conninfo/policy.hpp"
 #include "libclient/proxy/listeners.hpp"
 #include "libclient/proxy/options.hpp"
-#include "libclient/proxy/refusal.hpp"
 #include "libclient/proxy/relay.hpp"
 
 namespace {
 
 using namespace pg_rdma::proxy;
+using pg_rdma::conninfo::RsocketPolicy;
 
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
 // While it waits for the last sessions after a first SIGTERM, how often the
 // proxy looks at their count, in milliseconds.
 constexpr int kDrainPollMs = 200;
+// Threads beyond --max-connections, for clients that are read and then
+// told they are too many; past that a client is closed unanswered.
+constexpr unsigned kRefusingThreads = 16;
+// What one session costs the proxy, for the start-up check of its limits:
+// descriptors (options.hpp), and memory the RDMA session pins with the
+// server's default ring sizes (libclient/README.md).
+constexpr unsigned kDescriptorsPerSession = 8;
+constexpr unsigned kSpareDescriptors = 32;
+constexpr unsigned long kPinnedBytesPerSession = 400UL * 1024;
+// After accept() fails for lack of descriptors, the wait before the next
+// try, in milliseconds: the client waits in the backlog meanwhile.
+constexpr int kAcceptRetryMs = 1000;
 
-std::atomic<unsigned> g_active{0};
+std::atomic<unsigned> g_threads{0};
+std::atomic<unsigned> g_sessions{0};
 
 // Whether connect() here is libpq_rdma.so's: without it the proxy would
 // carry every connection over TCP and look as if it worked.
@@ -68,33 +83,40 @@ std::string client_label(const sockaddr_storage& peer, unsigned long number)
     return label + " (local socket)";
 }
 
-void start_session(int client, const RelaySettings& settings, unsigned max_connections, std::string label)
+// Ends the process with sessions still being carried by their threads:
+// without running exit handlers, which would close the library's sessions
+// under those threads' calls. The kernel closes every descriptor, as for a
+// killed process: the server sees each session end.
+[[noreturn]] void end_now(int status, const char* line)
 {
-    if (g_active.load() >= max_connections) {
-        refuse_at_once(client, kSqlStateTooManyConnections,
-                       "pgrdma proxy: too many connections (--max-connections is " +
-                           std::to_string(max_connections) + ")");
-        std::fprintf(stderr, "pgrdma proxy: %s: refused, %u sessions open (--max-connections)\n", label.c_str(),
-                     max_connections);
+    std::fprintf(stderr, "pgrdma proxy: %s\n", line);
+    std::fflush(stderr);
+    ::_exit(status);
+}
+
+void start_thread(int client, const RelaySettings& settings, std::string label)
+{
+    if (g_threads.load() >= settings.max_sessions + kRefusingThreads) {
+        std::fprintf(stderr, "pgrdma proxy: %s: closed unanswered, %u connections being served or refused\n",
+                     label.c_str(), g_threads.load());
         ::close(client);
         return;
     }
-    ++g_active;
+    ++g_threads;
     try {
         std::thread([client, &settings, label = std::move(label)] {
-            carry(client, settings, label);
-            --g_active;
+            carry(client, settings, g_sessions, label);
+            --g_threads;
         }).detach();
-    } catch (const std::system_error& e) {
-        --g_active;
-        refuse_at_once(client, kSqlStateTooManyConnections, std::string("pgrdma proxy: no thread: ") + e.what());
+    } catch (const std::exception& e) {
+        --g_threads;
+        std::fprintf(stderr, "pgrdma proxy: %s: closed, no thread for it: %s\n", label.c_str(), e.what());
         ::close(client);
     }
 }
 
-// Accepts until a signal asks to stop; true when it was asked twice (end
-// the sessions now).
-bool serve(const Listeners& listeners, int signals, const RelaySettings& settings, unsigned max_connections)
+// Accepts until a signal asks to stop; true when polling failed.
+bool serve(const Listeners& listeners, int signals, const RelaySettings& settings)
 {
     std::vector<pollfd> pfd;
     pfd.push_back({signals, POLLIN, 0});
@@ -120,17 +142,51 @@ bool serve(const Listeners& listeners, int signals, const RelaySettings& setting
             socklen_t len = sizeof peer;
             int client = ::accept4(pfd[i].fd, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
             if (client < 0) {
-                // EMFILE and the like: the client waits in the backlog
-                // rather than the proxy spinning on it; say so once a second.
-                if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
+                if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
                     std::fprintf(stderr, "pgrdma proxy: accept: %s\n", std::strerror(errno));
-                    ::poll(nullptr, 0, 1000);
+                    ::poll(nullptr, 0, kAcceptRetryMs);
                 }
                 continue;
             }
-            start_session(client, settings, max_connections, client_label(peer, ++accepted));
+            start_thread(client, settings, client_label(peer, ++accepted));
         }
     }
+}
+
+// The policy WITH_RSOCKET gives: exits on a value that is not one, since
+// the library would ignore it and carry every connection over TCP.
+RsocketPolicy environment_policy()
+{
+    const char* value = std::getenv(pg_rdma::conninfo::kEnvironmentVariable);
+    if (value == nullptr)
+        return RsocketPolicy::Off;
+    auto parsed = pg_rdma::conninfo::parse_policy_value(value);
+    if (!parsed.ok()) {
+        std::fprintf(stderr, "pgrdma proxy: WITH_RSOCKET=%s is not true, false or require\n", value);
+        std::exit(kExitUsage);
+    }
+    return *parsed.policy;
+}
+
+// Says so when the process's limits cannot hold --max-connections sessions.
+void check_limits(unsigned max_sessions)
+{
+    rlimit files{};
+    if (::getrlimit(RLIMIT_NOFILE, &files) == 0 &&
+        files.rlim_cur < static_cast<rlim_t>(max_sessions) * kDescriptorsPerSession + kSpareDescriptors)
+        std::fprintf(stderr,
+                     "pgrdma proxy: WARNING: the descriptor limit (%llu, ulimit -n; LimitNOFILE= under systemd) "
+                     "holds fewer than --max-connections %u sessions of about %u descriptors each\n",
+                     static_cast<unsigned long long>(files.rlim_cur), max_sessions, kDescriptorsPerSession);
+    rlimit pinned{};
+    if (::getrlimit(RLIMIT_MEMLOCK, &pinned) == 0 && pinned.rlim_cur != RLIM_INFINITY &&
+        pinned.rlim_cur < static_cast<rlim_t>(max_sessions) * kPinnedBytesPerSession)
+        std::fprintf(stderr,
+                     "pgrdma proxy: WARNING: the memory lock limit (%llu kB, ulimit -l; LimitMEMLOCK= under "
+                     "systemd) holds fewer than --max-connections %u RDMA sessions of about %lu kB each: the "
+                     "sessions past it go over TCP, or fail under require\n",
+                     static_cast<unsigned long long>(pinned.rlim_cur / 1024), max_sessions,
+                     kPinnedBytesPerSession / 1024);
 }
 
 }  // namespace
@@ -155,6 +211,7 @@ int main(int argc, char** argv)
         std::fprintf(stderr, "pgrdma proxy: libpq_rdma.so is not loaded: run it as `pgrdma proxy ...`\n");
         return kExitFailure;
     }
+    RsocketPolicy policy = environment_policy();
     // The signals that end the proxy are read from a descriptor, by the
     // accepting thread only: blocked here, before any thread starts, so
     // that every session's thread inherits the mask.
@@ -172,35 +229,50 @@ int main(int argc, char** argv)
 
     Listeners listeners;
     std::string where;
+    bool unix_socket = false;
     for (const auto& endpoint : options.listen) {
-        if (auto error = listeners.open(endpoint); !error.empty()) {
+        if (auto error = listeners.open(endpoint, options.socket_mode); !error.empty()) {
             std::fprintf(stderr, "pgrdma proxy: %s\n", error.c_str());
             return kExitFailure;
         }
         where += (where.empty() ? "" : ", ") + describe(endpoint);
+        unix_socket = unix_socket || std::holds_alternative<UnixListen>(endpoint);
     }
     // Never freed: the sessions' threads read it until the process ends.
-    const auto& settings = *new RelaySettings{options.server, options.connect_timeout, kOpeningTimeout};
-    const char* policy = std::getenv("WITH_RSOCKET");
+    const auto& settings = *new RelaySettings{options.server, options.connect_timeout, kOpeningTimeout,
+                                              options.max_connections};
     std::fprintf(stderr,
                  "pgrdma proxy: listening on %s; carrying connections to %s (WITH_RSOCKET=%s; a rule of the "
                  "servers file for that address comes first)\n",
-                 where.c_str(), describe(options.server).c_str(), policy != nullptr ? policy : "(unset)");
+                 where.c_str(), describe(options.server).c_str(),
+                 std::getenv(pg_rdma::conninfo::kEnvironmentVariable) != nullptr
+                     ? std::getenv(pg_rdma::conninfo::kEnvironmentVariable)
+                     : "unset");
+    if (policy == RsocketPolicy::Off)
+        std::fprintf(stderr, "pgrdma proxy: WARNING: with WITH_RSOCKET off, only a rule of the servers file "
+                             "can put these connections on RDMA\n");
+    if (unix_socket)
+        std::fprintf(stderr, "pgrdma proxy: note: clients do not negotiate TLS on a Unix socket (libpq and pgx "
+                             "skip it there): for TLS to the server, use a loopback port\n");
+    check_limits(options.max_connections);
 
-    if (serve(listeners, signals, settings, options.max_connections)) {
-        std::fprintf(stderr, "pgrdma proxy: ended, %u sessions cut\n", g_active.load());
-        return kExitFailure;
+    if (serve(listeners, signals, settings)) {
+        listeners.close_all();
+        end_now(kExitFailure, "ended, open sessions cut");
     }
     listeners.close_all();
-    std::fprintf(stderr, "pgrdma proxy: no longer listening; waiting for %u open sessions to end (signal again to "
-                         "end them now)\n", g_active.load());
+    std::fprintf(stderr,
+                 "pgrdma proxy: no longer listening; waiting up to %lld s for %u open sessions to end (signal "
+                 "again to end them now)\n",
+                 static_cast<long long>(options.drain_timeout.count()), g_sessions.load());
     pollfd pfd{signals, POLLIN, 0};
-    while (g_active.load() > 0) {
-        if (::poll(&pfd, 1, kDrainPollMs) > 0) {
-            std::fprintf(stderr, "pgrdma proxy: ended, %u sessions cut\n", g_active.load());
-            return 0;
-        }
+    auto deadline = std::chrono::steady_clock::now() + options.drain_timeout;
+    while (g_threads.load() > 0) {
+        if (::poll(&pfd, 1, kDrainPollMs) > 0)
+            end_now(0, "ended on a second signal, open sessions cut");
+        if (std::chrono::steady_clock::now() >= deadline)
+            end_now(0, "ended at --drain-timeout, open sessions cut");
     }
-    std::fprintf(stderr, "pgrdma proxy: ended\n");
-    return 0;
+    // (_exit here too: a session's thread may still be returning.)
+    end_now(0, "ended");
 }

@@ -5,18 +5,22 @@
 namespace pg_rdma::proxy {
 
 const char* const kUsage =
-    "usage: pgrdma proxy [--listen ADDRESS]... [--max-connections N] [--connect-timeout SECONDS] SERVER\n"
+    "usage: pgrdma proxy --listen ADDRESS [--listen ADDRESS]... [--max-connections N]\n"
+    "                    [--connect-timeout SECONDS] [--drain-timeout SECONDS] [--socket-mode OCTAL] SERVER\n"
     "  Carries each connection made to ADDRESS to the PostgreSQL server SERVER (HOST[:PORT]) over RDMA.\n"
-    "  ADDRESS: a directory (its socket is DIR/.s.PGSQL.PORT, PORT the server's), a socket file path,\n"
-    "           or a loopback PORT, HOST:PORT or [::1]:PORT. WITH_RSOCKET (true unless set) and the\n"
-    "           servers file decide RDMA as for any program under pgrdma.\n";
+    "  ADDRESS: a directory for a Unix socket (DIR/.s.PGSQL.PORT, PORT the server's; mode 0700 unless\n"
+    "           --socket-mode), or a loopback PORT, HOST:PORT or [::1]:PORT (TLS works through these only:\n"
+    "           clients do not negotiate it on a Unix socket).\n"
+    "  WITH_RSOCKET (true unless set) and the servers file decide RDMA as for any program under pgrdma.\n"
+    "  --max-connections (100), --connect-timeout to each server address (10 s), --drain-timeout after\n"
+    "  SIGTERM before open sessions are cut (30 s).\n";
 
 namespace {
 
-bool parse_number(std::string_view text, unsigned low, unsigned high, unsigned& value)
+bool parse_number(std::string_view text, unsigned low, unsigned high, unsigned& value, int base = 10)
 {
     const char* end = text.data() + text.size();
-    auto [ptr, ec] = std::from_chars(text.data(), end, value);
+    auto [ptr, ec] = std::from_chars(text.data(), end, value, base);
     return !text.empty() && ec == std::errc{} && ptr == end && value >= low && value <= high;
 }
 
@@ -51,7 +55,8 @@ std::string parse_options(const std::vector<std::string_view>& args, const IsDir
             value = arg.substr(eq + 1);
             has_value = true;
         }
-        if (name != "--listen" && name != "-l" && name != "--max-connections" && name != "--connect-timeout")
+        if (name != "--listen" && name != "-l" && name != "--max-connections" && name != "--connect-timeout" &&
+            name != "--drain-timeout" && name != "--socket-mode")
             return "unknown option " + std::string(arg);
         if (!has_value) {
             if (i + 1 >= args.size())
@@ -64,12 +69,20 @@ std::string parse_options(const std::vector<std::string_view>& args, const IsDir
             if (!parse_number(value, 1, kMaxConnectionsLimit, options.max_connections))
                 return "--max-connections: a number from 1 to " + std::to_string(kMaxConnectionsLimit) + ", not '" +
                        std::string(value) + "'";
+        } else if (name == "--socket-mode") {
+            constexpr unsigned kOwnerReadWrite = 0600;
+            constexpr unsigned kAllPermissionBits = 0777;
+            if (!parse_number(value, 0, kAllPermissionBits, options.socket_mode, 8) ||
+                (options.socket_mode & kOwnerReadWrite) != kOwnerReadWrite)
+                return "--socket-mode: octal permissions that let the owner read and write (0600 to 0777), not '" +
+                       std::string(value) + "'";
         } else {
             unsigned seconds = 0;
-            if (!parse_number(value, 1, kMaxConnectTimeoutSeconds, seconds))
-                return "--connect-timeout: seconds from 1 to " + std::to_string(kMaxConnectTimeoutSeconds) +
-                       ", not '" + std::string(value) + "'";
-            options.connect_timeout = std::chrono::seconds(seconds);
+            if (!parse_number(value, 1, kMaxTimeoutSeconds, seconds))
+                return std::string(name) + ": seconds from 1 to " + std::to_string(kMaxTimeoutSeconds) + ", not '" +
+                       std::string(value) + "'";
+            (name == "--connect-timeout" ? options.connect_timeout : options.drain_timeout) =
+                std::chrono::seconds(seconds);
         }
     }
     if (options.help) {

@@ -13,9 +13,12 @@
 #include <cstdio>
 #include <cstring>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "libclient/proxy/refusal.hpp"
+#include "protocol/byte_order.hpp"
+#include "protocol/session_opener.hpp"
 
 namespace pg_rdma::proxy {
 namespace {
@@ -25,12 +28,24 @@ using Clock = std::chrono::steady_clock;
 // Per direction. A PostgreSQL message stream has no use for more: the
 // kernel's socket buffers and the transport's ring hold the rest.
 constexpr std::size_t kFlowBufferBytes = 64 * 1024;
-// The client's first write is what the library judges (StartupMessage,
-// SSLRequest, GSSENCRequest or a ClientHello): their common header is
-// 8 bytes, and a first write shorter than that is never upgraded. So the
-// proxy holds the client's bytes until it has that many and sends them
-// in one write.
-constexpr std::size_t kOpeningBytes = 8;
+// The client's first message is what the library judges at the first
+// write (a StartupMessage, SSLRequest, GSSENCRequest or a direct-SSL
+// ClientHello), and a first write that holds only part of it may not be
+// judged at all. So the proxy reads it whole before it connects: up to
+// the server's limit on a startup packet, or one TLS record.
+constexpr std::size_t kHeaderBytes = 8;                // length and code: enough to tell which
+constexpr std::size_t kTlsRecordHeaderBytes = 5;       // type, version, length
+constexpr std::size_t kMaxTlsRecordBytes = 16384 + 2048;  // RFC 8446's ceiling on a record's payload
+constexpr std::size_t kMaxOpeningBytes =
+    std::max<std::size_t>(protocol::kMaxStartupPacketLength, kTlsRecordHeaderBytes + kMaxTlsRecordBytes);
+constexpr std::uint8_t kTlsHandshakeRecord = 0x16;
+// libpq_rdma.so follows descriptor numbers below this only (its socket
+// table; libclient/README.md, "Known limits"): a server socket numbered
+// higher would stay on TCP whatever the policy says.
+constexpr int kLibraryDescriptorLimit = 65536;
+// After refusing an SSLRequest ('N'), how long the client has to send its
+// StartupMessage in the clear and read why it is refused.
+constexpr std::chrono::seconds kRefusalReadTimeout{5};
 
 class Socket {
 public:
@@ -42,7 +57,7 @@ public:
     }
     Socket(const Socket&) = delete;
     Socket& operator=(const Socket&) = delete;
-    Socket(Socket&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+    Socket(Socket&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
     Socket& operator=(Socket&& other) noexcept
     {
         std::swap(fd_, other.fd_);
@@ -56,10 +71,11 @@ private:
 
 // Bytes read from one side, not yet written to the other.
 struct Flow {
-    std::vector<std::uint8_t> buffer = std::vector<std::uint8_t>(kFlowBufferBytes);
+    explicit Flow(std::size_t capacity = kFlowBufferBytes) : buffer(capacity) {}
+    std::vector<std::uint8_t> buffer;
     std::size_t begin = 0;
     std::size_t end = 0;
-    bool ended = false;  // the source said end of file
+    bool ended = false;     // the source said end of file
     std::size_t moved = 0;  // bytes written to the other side, in all
 
     [[nodiscard]] bool pending() const { return begin < end; }
@@ -69,9 +85,9 @@ struct Flow {
 
 enum class Io { Moved, WouldBlock, Ended, Failed };
 
-Io fill(int fd, Flow& flow, int& error)
+Io fill(int fd, Flow& flow, std::size_t want, int& error)
 {
-    ssize_t n = ::recv(fd, flow.buffer.data() + flow.end, flow.buffer.size() - flow.end, 0);
+    ssize_t n = ::recv(fd, flow.buffer.data() + flow.end, std::min(want, flow.buffer.size() - flow.end), 0);
     if (n > 0) {
         flow.end += static_cast<std::size_t>(n);
         return Io::Moved;
@@ -84,6 +100,11 @@ Io fill(int fd, Flow& flow, int& error)
         return Io::WouldBlock;
     error = errno;
     return Io::Failed;
+}
+
+Io fill(int fd, Flow& flow, int& error)
+{
+    return fill(fd, flow, flow.buffer.size(), error);
 }
 
 Io drain(int fd, Flow& flow, int& error)
@@ -113,25 +134,50 @@ void log_line(const std::string& label, const std::string& what)
     std::fprintf(stderr, "pgrdma proxy: %s: %s\n", label.c_str(), what.c_str());
 }
 
-// Reads the client's first bytes: at least kOpeningBytes, or what came
+// How many bytes the first message takes, once its header is at hand
+// (`held` bytes of it); 0 while that cannot be told yet. Anything that is
+// not a PostgreSQL opening is taken as its first 8 bytes: the library
+// leaves it on TCP.
+std::size_t opening_length(std::span<const std::uint8_t> held)
+{
+    if (!held.empty() && held[0] == kTlsHandshakeRecord) {
+        if (held.size() < kTlsRecordHeaderBytes)
+            return 0;
+        return kTlsRecordHeaderBytes + std::min<std::size_t>(protocol::get_u16(held.data() + 3), kMaxTlsRecordBytes);
+    }
+    if (held.size() < kHeaderBytes)
+        return 0;
+    std::uint32_t length = protocol::get_u32(held.data());
+    if (length < protocol::kMinStartupPacketLength || length > protocol::kMaxStartupPacketLength)
+        return kHeaderBytes;
+    return length;
+}
+
+// Reads the client's first message whole (opening_length), or what came
 // before end of file. False when the client went away or said nothing in
 // time.
 bool read_opening(int client, Flow& flow, std::chrono::milliseconds timeout, const std::string& label)
 {
     auto deadline = Clock::now() + timeout;
-    while (flow.end < kOpeningBytes) {
+    for (;;) {
+        std::size_t want = opening_length(flow.held());
+        if (want != 0 && flow.end >= want)
+            return true;
         pollfd pfd{client, POLLIN, 0};
         int ready = ::poll(&pfd, 1, remaining_ms(deadline));
         if (ready < 0 && errno == EINTR)
             continue;
         if (ready <= 0) {
             if (ready == 0)
-                log_line(label, "the client sent nothing to open a session within " +
+                log_line(label, "the client sent no whole first message within " +
                                     std::to_string(timeout.count() / 1000) + " s; closed");
             return false;
         }
         int error = 0;
-        switch (fill(client, flow, error)) {
+        // Never past the first message: what follows it (a pipelined
+        // StartupMessage after an SSLRequest) goes in later writes.
+        std::size_t up_to = want != 0 ? want - flow.end : kHeaderBytes - std::min(flow.end, kHeaderBytes);
+        switch (fill(client, flow, std::max<std::size_t>(up_to, 1), error)) {
         case Io::Moved:
         case Io::WouldBlock:
             break;
@@ -141,7 +187,6 @@ bool read_opening(int client, Flow& flow, std::chrono::milliseconds timeout, con
             return false;
         }
     }
-    return true;
 }
 
 // A non-blocking TCP connection to one of the server's addresses; the
@@ -164,8 +209,17 @@ Socket connect_server(const RelaySettings& settings, std::string& why)
             why = std::strerror(errno);
             continue;
         }
+        if (s.get() >= kLibraryDescriptorLimit) {
+            why = "the proxy has too many descriptors open (this one is number " + std::to_string(s.get()) +
+                  ", and libpq_rdma.so follows numbers below " + std::to_string(kLibraryDescriptorLimit) +
+                  "): lower --max-connections";
+            break;
+        }
+        // As libpq does by default: a TCP session (a fallback) whose server
+        // or path died is noticed rather than left waiting for ever.
         int one = 1;
         ::setsockopt(s.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        ::setsockopt(s.get(), SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
         int error = 0;
         if (::connect(s.get(), ai->ai_addr, ai->ai_addrlen) < 0) {
             if (errno != EINPROGRESS) {
@@ -194,11 +248,10 @@ Socket connect_server(const RelaySettings& settings, std::string& why)
     return Socket();
 }
 
+// Best effort: the client socket is non-blocking, and a client too slow to
+// take a few hundred bytes loses them, as it loses the connection next.
 void send_all_best_effort(int fd, std::span<const std::uint8_t> bytes)
 {
-    // The client socket is non-blocking: a client too slow to take a few
-    // hundred bytes loses them, which costs it nothing it would not lose
-    // anyway (the connection closes next).
     while (!bytes.empty()) {
         ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
         if (n < 0 && errno == EINTR)
@@ -209,10 +262,28 @@ void send_all_best_effort(int fd, std::span<const std::uint8_t> bytes)
     }
 }
 
+// Tells the client why, in its own protocol, when it can read that. A
+// client that asked for TLS or GSS encryption first is told "no" ('N', as
+// a server without TLS says): libpq no longer shows an ErrorResponse sent
+// in answer to an SSLRequest (since the fixes for CVE-2024-10977), so the
+// reason goes after the StartupMessage a client that may continue in the
+// clear (sslmode=prefer) sends next. One that insists on TLS closes
+// instead, saying the server does not support it; the proxy's log has why.
 void refuse(int client, std::span<const std::uint8_t> opening, const Refusal& refusal)
 {
-    if (answers_in_clear(opening))
-        send_all_best_effort(client, error_response(refusal));
+    if (!answers_in_clear(opening))
+        return;
+    auto kind = protocol::classify_opener(opening);
+    if (kind == protocol::Opener::SslRequest || kind == protocol::Opener::GssEncRequest) {
+        const std::uint8_t no = 'N';
+        send_all_best_effort(client, {&no, 1});
+        Flow next(kMaxOpeningBytes);
+        using std::chrono::milliseconds;
+        if (!read_opening(client, next, std::chrono::duration_cast<milliseconds>(kRefusalReadTimeout), "refused") ||
+            protocol::classify_opener(next.held()) != protocol::Opener::Startup)
+            return;
+    }
+    send_all_best_effort(client, error_response(refusal));
 }
 
 Refusal server_failure(const RelaySettings& settings, int error)
@@ -220,12 +291,12 @@ Refusal server_failure(const RelaySettings& settings, int error)
     std::string where = describe(settings.server);
     if (error == ECONNREFUSED)
         return {kSqlStateCannotConnect,
-                "pgrdma proxy: RDMA to the server " + where + " is not possible, and the proxy may not use TCP",
-                "The proxy's policy for this server is with_rsocket=require; its log gives the reason "
-                "(a line starting \"WARNING:  with_rsocket=require\").",
+                "pgrdma proxy: the server " + where + " cannot be reached over RDMA, and the proxy may not use TCP",
+                "The policy for this server is with_rsocket=require (WITH_RSOCKET, or a rule of the servers "
+                "file); the proxy's log gives the reason (a line starting \"WARNING:  with_rsocket\").",
                 "Check that the server has pg_rdma listening on this address (pg_rdma.listen_addresses) and "
-                "that this host has an RDMA device routing to it, or run the proxy with WITH_RSOCKET=true "
-                "to allow TCP."};
+                "that this host has an RDMA device routing to it, or allow TCP for this server "
+                "(WITH_RSOCKET=true, or the servers file's rule)."};
     return {kSqlStateCannotConnect,
             "pgrdma proxy: the connection to the server " + where + " failed: " + std::strerror(error), "", ""};
 }
@@ -235,20 +306,21 @@ Refusal server_failure(const RelaySettings& settings, int error)
 void relay(int client, int server, std::span<const std::uint8_t> opening, const RelaySettings& settings,
            const std::string& label)
 {
-    Flow up;
-    Flow down;
+    Flow up;    // client -> server
+    Flow down;  // server -> client
     std::copy(opening.begin(), opening.end(), up.buffer.begin());
     up.end = opening.size();
     int error = 0;
     for (;;) {
         if ((up.ended && !up.pending()) || (down.ended && !down.pending()))
             return;
-        // up: client -> server; down: server -> client. A side with
-        // nothing asked of it is left out (-1): poll would otherwise
-        // report its hang-up at once, again and again.
+        // A side with nothing asked of it is left out (-1): poll would
+        // otherwise report its hang-up at once, again and again.
         std::array<pollfd, 2> pfd{};
-        short client_events = static_cast<short>(((!up.ended && up.room()) ? POLLIN : 0) | (down.pending() ? POLLOUT : 0));
-        short server_events = static_cast<short>(((!down.ended && down.room()) ? POLLIN : 0) | (up.pending() ? POLLOUT : 0));
+        auto client_events =
+            static_cast<short>(((!up.ended && up.room()) ? POLLIN : 0) | (down.pending() ? POLLOUT : 0));
+        auto server_events =
+            static_cast<short>(((!down.ended && down.room()) ? POLLIN : 0) | (up.pending() ? POLLOUT : 0));
         pfd[0] = {client_events != 0 ? client : -1, client_events, 0};
         pfd[1] = {server_events != 0 ? server : -1, server_events, 0};
         if (::poll(pfd.data(), pfd.size(), -1) < 0) {
@@ -281,27 +353,45 @@ void relay(int client, int server, std::span<const std::uint8_t> opening, const 
     }
 }
 
+// Counts a session in while it is carried.
+class SessionCount {
+public:
+    explicit SessionCount(std::atomic<unsigned>& count) : count_(count), value_(++count) {}
+    ~SessionCount() { --count_; }
+    SessionCount(const SessionCount&) = delete;
+    SessionCount& operator=(const SessionCount&) = delete;
+    [[nodiscard]] unsigned value() const { return value_; }
+
+private:
+    std::atomic<unsigned>& count_;
+    unsigned value_;
+};
+
 }  // namespace
 
-void refuse_at_once(int client, const char* sqlstate, const std::string& message) noexcept
-{
-    try {
-        // The client has not spoken yet; the server would answer it the
-        // same way ("sorry, too many clients already") before reading.
-        send_all_best_effort(client, error_response({sqlstate, message, "", ""}));
-    } catch (...) {
-    }
-}
-
-void carry(int client_fd, const RelaySettings& settings, const std::string& label) noexcept
+void carry(int client_fd, const RelaySettings& settings, std::atomic<unsigned>& sessions,
+           const std::string& label) noexcept
 {
     Socket client(client_fd);
     try {
         int one = 1;
         ::setsockopt(client.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // fails harmlessly on a Unix socket
-        Flow opening;
+        Flow opening(kMaxOpeningBytes);
         if (!read_opening(client.get(), opening, settings.opening_timeout, label))
             return;
+        SessionCount counted(sessions);
+        if (counted.value() > settings.max_sessions) {
+            // As PostgreSQL answers past max_connections: after the client's
+            // first message, so that it can read why.
+            Refusal refusal{kSqlStateTooManyConnections,
+                            "pgrdma proxy: too many connections (--max-connections is " +
+                                std::to_string(settings.max_sessions) + ")",
+                            "", ""};
+            refuse(client.get(), opening.held(), refusal);
+            log_line(label, "refused: " + std::to_string(settings.max_sessions) +
+                                " sessions already open (--max-connections)");
+            return;
+        }
         std::string why;
         Socket server = connect_server(settings, why);
         if (server.get() < 0) {

@@ -39,9 +39,16 @@ TEST_CASE("a directory to listen in gets PostgreSQL's socket name for the server
     ListenEndpoint l;
     REQUIRE(parse_listen("/run/pgrdma/", 6543, true, l).empty());
     CHECK(std::get<UnixListen>(l).path == "/run/pgrdma/.s.PGSQL.6543");
-    REQUIRE(parse_listen("/run/pgrdma/app.sock", 6543, false, l).empty());
-    CHECK(std::get<UnixListen>(l).path == "/run/pgrdma/app.sock");
     CHECK(postgres_socket_path("/", 5432) == "/.s.PGSQL.5432");
+}
+
+TEST_CASE("a path that is not an existing directory, or not absolute, is refused")
+{
+    // (A client finds a Unix socket by directory and port, never by name.)
+    ListenEndpoint l;
+    CHECK_THAT(parse_listen("/run/pgrdma", 5432, false, l), Catch::Contains("not an existing directory"));
+    CHECK_THAT(parse_listen("run/pgrdma", 5432, false, l), Catch::Contains("absolute path"));
+    CHECK_THAT(parse_listen("./sockets", 5432, false, l), Catch::Contains("absolute path"));
 }
 
 TEST_CASE("a socket path longer than a Unix address holds is refused")

@@ -28,13 +28,30 @@ TEST_CASE("listen addresses, the server and the limits are read in any order")
     CHECK(o.connect_timeout == std::chrono::seconds(3));
 }
 
-TEST_CASE("the defaults are PostgreSQL's connection count and a 10 s connect timeout")
+TEST_CASE("the defaults: PostgreSQL's connection count, 10 s to connect, 30 s to drain, a socket for its owner")
 {
     ProxyOptions o;
-    REQUIRE(parse_options({"--listen=/tmp/p.sock", "db"}, no_directory, o).empty());
-    CHECK(std::get<UnixListen>(o.listen[0]).path == "/tmp/p.sock");
+    REQUIRE(parse_options({"--listen=/tmp", "db"}, every_directory, o).empty());
+    CHECK(std::get<UnixListen>(o.listen[0]).path == "/tmp/.s.PGSQL.5432");
     CHECK(o.max_connections == kDefaultMaxConnections);
     CHECK(o.connect_timeout == kDefaultConnectTimeout);
+    CHECK(o.drain_timeout == kDefaultDrainTimeout);
+    CHECK(o.socket_mode == 0700);
+}
+
+TEST_CASE("--socket-mode is octal and keeps the owner's access; --drain-timeout is seconds")
+{
+    ProxyOptions o;
+    REQUIRE(parse_options({"--listen", "/tmp", "--socket-mode", "0770", "--drain-timeout=5", "db"}, every_directory, o)
+                .empty());
+    CHECK(o.socket_mode == 0770);
+    CHECK(o.drain_timeout == std::chrono::seconds(5));
+    CHECK_THAT(parse_options({"--listen", "/tmp", "--socket-mode", "0070", "db"}, every_directory, o),
+               Catch::Contains("--socket-mode"));
+    CHECK_THAT(parse_options({"--listen", "/tmp", "--socket-mode", "999", "db"}, every_directory, o),
+               Catch::Contains("--socket-mode"));
+    CHECK_THAT(parse_options({"--listen", "/tmp", "--drain-timeout", "0", "db"}, every_directory, o),
+               Catch::Contains("--drain-timeout"));
 }
 
 TEST_CASE("a command line missing a part or carrying a wrong one is refused, saying which")
@@ -51,6 +68,10 @@ TEST_CASE("a command line missing a part or carrying a wrong one is refused, say
     CHECK_THAT(parse_options({"--listen", "6432", "--with-rsocket", "true", "db"}, no_directory, o),
                Catch::Contains("unknown option --with-rsocket"));
     CHECK_THAT(parse_options({"--listen", "0.0.0.0:6432", "db"}, no_directory, o), Catch::Contains("loopback"));
+    CHECK_THAT(parse_options({"--listen", "6432", "--max-connections", "5001", "db"}, no_directory, o),
+               Catch::Contains("1 to 5000"));
+    CHECK_THAT(parse_options({"--listen", "/no/such/dir", "db"}, no_directory, o),
+               Catch::Contains("not an existing directory"));
 }
 
 TEST_CASE("--help is enough on its own")

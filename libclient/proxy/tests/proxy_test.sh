@@ -6,13 +6,17 @@
 # port, and the proxy carries each session to the server over RDMA (the
 # server's pg_stat_rdma says so). Checked: a transaction, 10 MB COPY out
 # and in, pipelined pgbench clients, TLS through it (verify-ca), a cancel
-# (its CancelRequest stays on TCP), the fallback to TCP (WITH_RSOCKET=true)
-# and the refusal under require, each said to the client in an
-# ErrorResponse it prints; a server that is not there; --max-connections;
+# (its CancelRequest stays on TCP), pg_terminate_backend reaching the
+# client, the fallback to TCP (WITH_RSOCKET=true) and the refusal under
+# require, said to the client in an ErrorResponse it prints (also to one
+# that asked for TLS first); a server that is not there; --max-connections;
 # many short sessions leaving the proxy with the descriptors it started
 # with; SIGTERM (no longer listening, the open session served to its end,
-# the socket file removed); a stale socket file taken over, a live one not;
-# the program run without the library refused.
+# the socket file removed), a second signal or --drain-timeout cutting it
+# (the server's backend ends); the socket's mode (other users cannot
+# connect); a stale socket file taken over, a live one or a running
+# PostgreSQL's not; the program run without the library, or with a
+# WITH_RSOCKET the library would ignore, refused.
 # Usage: proxy_test.sh PGRDMA BUILD_DIR PROXY_PROGRAM
 set -euo pipefail
 pgrdma=$1 build=$2 proxy_program=$3
@@ -24,6 +28,7 @@ here=$(dirname "$(readlink -f "$0")")
 . "$here/../../../regress/pg/client_checks.sh"
 
 readonly PROXY_PORT=6481 FALLBACK_PORT=6482 REQUIRE_PORT=6483 NOSERVER_PORT=6484 LIMITED_PORT=6485
+readonly CUT_PORT=6486 DRAIN_PORT=6487
 readonly NO_SERVER_PORT=54999  # nothing listens there
 readonly SHORT_SESSIONS=40
 # The pg_rdma server: RDMA on the rxe address; 127.0.0.1 is a pg_rdma
@@ -85,6 +90,13 @@ main_pid=$PROXY_PID
 [ "$(readlink "/proc/$main_pid/exe")" = "$(readlink -f "$proxy_program")" ] ||
     fail "process $main_pid is $(readlink "/proc/$main_pid/exe"), not the proxy (the checks of its descriptors and signals would miss it)"
 fds0=$(descriptors "$main_pid")
+[ "$(stat -c %a "$sockets/.s.PGSQL.$PG_CLUSTER_PORT")" = 700 ] ||
+    fail "the socket's mode is $(stat -c %a "$sockets/.s.PGSQL.$PG_CLUSTER_PORT"), not 700"
+chmod 755 "$sockets"  # the directory lets others in: the socket's own mode must stop them
+if out=$(runuser -u postgres -- "$PG_CLUSTER_BIN/psql" -X -At -h "$sockets" -p "$PG_CLUSTER_PORT" -c 'select 1' 2>&1); then
+    fail "another user connected through the proxy's 0700 socket: $out"
+fi
+grep -q 'Permission denied' <<<"$out" || fail "another user at the proxy's socket: $out"
 unix=(-h "$sockets" -p "$PG_CLUSTER_PORT")
 tcp=(-h 127.0.0.1 -p "$PROXY_PORT")
 
@@ -128,7 +140,12 @@ echo "ok: 8 pipelined pgbench clients through the proxy"
 session=$(through -d "host=127.0.0.1 port=$PROXY_PORT dbname=postgres sslmode=verify-ca sslrootcert=$work/certs/ca.crt" \
     -c "$MY_SESSION") || fail "TLS through the proxy: $session"
 [ "$session" = "rdma t" ] || fail "TLS through the proxy: the server says '$session'"
-echo "ok: TLS through the proxy (verify-ca, the server's certificate) on RDMA"
+# verify-full: the name checked is the server's (host=), the address
+# connected to the proxy's (hostaddr=).
+session=$(through -d "host=$IP hostaddr=127.0.0.1 port=$PROXY_PORT dbname=postgres sslmode=verify-full sslrootcert=$work/certs/ca.crt" \
+    -c "$MY_SESSION") || fail "TLS verify-full through the proxy: $session"
+[ "$session" = "rdma t" ] || fail "TLS verify-full through the proxy: the server says '$session'"
+echo "ok: TLS through the proxy (verify-ca, and verify-full with hostaddr=) on RDMA"
 
 # 5. A cancel: psql's Ctrl-C sends a CancelRequest through the proxy on a
 # fresh connection, which stays on TCP (it is not a session).
@@ -154,8 +171,15 @@ grep -q "WARNING:  with_rsocket: RDMA is not possible for server \"127.0.0.1\", 
     "$work/proxy_fallback.err" || fail "the fallback said: $(cat "$work/proxy_fallback.err")"
 start_proxy proxy_require require --listen "127.0.0.1:$REQUIRE_PORT" "127.0.0.1:$PG_CLUSTER_PORT"
 if out=$(through -h 127.0.0.1 -p "$REQUIRE_PORT" -c 'select 1' 2>&1); then fail "require through the proxy connected: $out"; fi
-grep -q 'FATAL:  pgrdma proxy: RDMA to the server 127.0.0.1:'"$PG_CLUSTER_PORT"' is not possible' <<<"$out" ||
+grep -q 'FATAL:  pgrdma proxy: the server 127.0.0.1:'"$PG_CLUSTER_PORT"' cannot be reached over RDMA' <<<"$out" ||
     fail "require through the proxy: the client said: $out"
+# A client that asks for TLS first (sslmode=prefer) reads it too: the
+# proxy declines TLS, then answers its StartupMessage.
+if out=$(through -d "host=127.0.0.1 port=$REQUIRE_PORT dbname=postgres sslmode=prefer" -c 'select 1' 2>&1); then
+    fail "require through the proxy connected with sslmode=prefer: $out"
+fi
+grep -q 'FATAL:  pgrdma proxy: the server 127.0.0.1:'"$PG_CLUSTER_PORT"' cannot be reached over RDMA' <<<"$out" ||
+    fail "require through the proxy, sslmode=prefer: the client said: $out"
 grep -q "WARNING:  with_rsocket=require: RDMA is not possible for server \"127.0.0.1\"" "$work/proxy_require.err" ||
     fail "require through the proxy: its log: $(cat "$work/proxy_require.err")"
 echo "ok: no device: true carries the session over TCP, saying why; require refuses it and the client reads why"
@@ -170,16 +194,22 @@ echo "ok: a server that is not there: the client reads that the proxy could not 
 # 9. --max-connections: a second session while one is open is refused with
 # PostgreSQL's SQLSTATE for it; the first is unharmed.
 start_proxy proxy_limited require --max-connections 1 --listen "127.0.0.1:$LIMITED_PORT" "$IP:$PG_CLUSTER_PORT"
-through -h 127.0.0.1 -p "$LIMITED_PORT" -c 'select pg_sleep(8)' >"$work/held.out" 2>&1 &
+through -h 127.0.0.1 -p "$LIMITED_PORT" -c 'select pg_sleep(120)' >"$work/held.out" 2>&1 &
 held=$!
-held_open() { [ -n "$(pg_cluster_psql -c "select pid from pg_stat_activity where query = 'select pg_sleep(8)'")" ]; }
+held_open() { [ -n "$(pg_cluster_psql -c "select pid from pg_stat_activity where query = 'select pg_sleep(120)'")" ]; }
 wait_for 60 held_open || fail "the held session never started: $(cat "$work/held.out")"
 if out=$("$PG_CLUSTER_BIN/psql" -X -At -h 127.0.0.1 -p "$LIMITED_PORT" -c 'select 1' 2>&1); then
     fail "a second session past --max-connections 1 connected: $out"
 fi
 grep -q 'pgrdma proxy: too many connections' <<<"$out" || fail "past --max-connections, the client said: $out"
-wait "$held" || fail "the held session failed: $(cat "$work/held.out")"
+held_open || fail "the held session ended when the second was refused: $(cat "$work/held.out")"
 echo "ok: past --max-connections the client reads 'too many connections'; the open session is unharmed"
+# pg_terminate_backend reaches the client through the proxy.
+pg_cluster_psql -c "select pg_terminate_backend(pid) from pg_stat_activity where query = 'select pg_sleep(120)'" >/dev/null
+if wait "$held"; then fail "the terminated session's client succeeded: $(cat "$work/held.out")"; fi
+grep -q 'terminating connection due to administrator command' "$work/held.out" ||
+    fail "the terminated session's client said: $(cat "$work/held.out")"
+echo "ok: pg_terminate_backend's message reaches the client through the proxy"
 
 # 10. SIGTERM: the proxy stops listening and removes its socket file at
 # once, serves the open session to its end, then exits 0.
@@ -199,6 +229,41 @@ wait "$main_pid" || rc=$?
 [ "$rc" = 0 ] || fail "the proxy's exit status after SIGTERM: $rc"
 echo "ok: SIGTERM: no longer listening, socket file removed, the open session served to its end, exit 0"
 
+# A second signal cuts the open sessions: the proxy ends at once and the
+# server sees the session end (its backend goes once its query has ended
+# and it writes to the client, as with TCP).
+start_proxy proxy_cut require --listen "127.0.0.1:$CUT_PORT" "$IP:$PG_CLUSTER_PORT"
+cut_pid=$PROXY_PID
+through -h 127.0.0.1 -p "$CUT_PORT" -c "select pg_sleep(10), 'cut'" >"$work/cut.out" 2>&1 &
+cut_client=$!
+cut_open() { [ -n "$(pg_cluster_psql -c "select pid from pg_stat_activity where query like 'select pg_sleep(10)%'")" ]; }
+wait_for 60 cut_open || fail "the session to cut never started: $(cat "$work/cut.out")"
+kill -TERM "$cut_pid"
+wait_for 10 grep -q 'no longer listening' "$work/proxy_cut.err" || fail "the proxy to cut did not take the first SIGTERM"
+kill -INT "$cut_pid"
+rc=0
+wait "$cut_pid" || rc=$?
+[ "$rc" = 0 ] || fail "the proxy's exit status after a second signal: $rc"
+if wait "$cut_client"; then fail "the cut session's client succeeded: $(cat "$work/cut.out")"; fi
+not_cut_open() { ! cut_open; }
+wait_for 60 not_cut_open || fail "60 s after the proxy cut it, the server still runs the session"
+echo "ok: a second signal cuts the open session; the server's backend ends"
+
+# --drain-timeout: after SIGTERM the proxy waits that long, then cuts.
+start_proxy proxy_drain require --drain-timeout 3 --listen "127.0.0.1:$DRAIN_PORT" "$IP:$PG_CLUSTER_PORT"
+drain_pid=$PROXY_PID
+through -h 127.0.0.1 -p "$DRAIN_PORT" -c "select pg_sleep(10), 'cut'" >"$work/drain.out" 2>&1 &
+drain_client=$!
+wait_for 60 cut_open || fail "the session to drain never started: $(cat "$work/drain.out")"
+kill -TERM "$drain_pid"
+rc=0
+wait "$drain_pid" || rc=$?
+[ "$rc" = 0 ] && grep -q 'ended at --drain-timeout' "$work/proxy_drain.err" ||
+    fail "the proxy at --drain-timeout: exit $rc: $(cat "$work/proxy_drain.err")"
+if wait "$drain_client"; then fail "the session cut at --drain-timeout succeeded: $(cat "$work/drain.out")"; fi
+wait_for 60 not_cut_open || fail "60 s after --drain-timeout, the server still runs the session"
+echo "ok: --drain-timeout cuts the session left open after SIGTERM"
+
 # 11. A socket file left by a proxy that was killed is taken over; one a
 # live proxy answers on is not.
 start_proxy proxy_killed require --listen "$sockets" "$IP:$PG_CLUSTER_PORT"
@@ -209,9 +274,17 @@ start_proxy proxy_again require --listen "$sockets" "$IP:$PG_CLUSTER_PORT"
 [ "$(through "${unix[@]}" -c "$MY_SESSION")" = "rdma f" ] || fail "the proxy that took over a stale socket file"
 rc=0
 "$pgrdma" proxy --listen "$sockets" "$IP:$PG_CLUSTER_PORT" </dev/null >"$work/second.out" 2>&1 || rc=$?
-[ "$rc" = 1 ] && grep -q 'is in use by a running process' "$work/second.out" ||
+[ "$rc" = 1 ] && grep -q 'is in use' "$work/second.out" ||
     fail "a second proxy on a live socket file: exit $rc: $(cat "$work/second.out")"
-echo "ok: a stale socket file is taken over; a live one is refused"
+# The running server's own socket (its directory and port): its lock file
+# names a live postmaster.
+rc=0
+"$pgrdma" proxy --listen "$work" "$IP:$PG_CLUSTER_PORT" </dev/null >"$work/over_server.out" 2>&1 || rc=$?
+[ "$rc" = 1 ] && grep -q "is in use: process $(head -n 1 "$PG_CLUSTER_DATA/postmaster.pid") holds" "$work/over_server.out" ||
+    fail "a proxy on the server's own socket: exit $rc: $(cat "$work/over_server.out")"
+[ -S "$work/.s.PGSQL.$PG_CLUSTER_PORT" ] && pg_cluster_psql -c 'select 1' >/dev/null ||
+    fail "the server's own socket is gone after a proxy was refused on it"
+echo "ok: a stale socket file is taken over; a live proxy's or a running server's is refused"
 
 # 12. The program run without the library refuses to start (it would carry
 # everything over TCP); a bad command line says what is wrong.
@@ -221,11 +294,22 @@ rc=0
 rc=0
 "$pgrdma" proxy --listen 0.0.0.0:6499 "$IP" >"$work/usage.out" 2>&1 || rc=$?
 [ "$rc" = 2 ] && grep -q 'loopback' "$work/usage.out" || fail "a listen address off loopback: exit $rc: $(cat "$work/usage.out")"
-echo "ok: without the library the program refuses to start; a listen address off loopback is refused"
+rc=0
+WITH_RSOCKET=requrie "$pgrdma" proxy --listen 6499 "$IP" >"$work/policy.out" 2>&1 || rc=$?
+[ "$rc" = 2 ] && grep -q 'WITH_RSOCKET=requrie is not' "$work/policy.out" ||
+    fail "a misspelt WITH_RSOCKET: exit $rc: $(cat "$work/policy.out")"
+echo "ok: refused: the program without the library, a listen address off loopback, a misspelt WITH_RSOCKET"
 
 # Every proxy's stderr holds only its own lines and the fallback's; no
 # backend crashed.
-unexpected=$(grep -hv -e '^pgrdma proxy: ' -e 'with_rsocket: RDMA is not possible for server "127.0.0.1"' \
+# Expected: start-up lines, the steps' refusals and shutdowns, the
+# library's fallback warnings for 127.0.0.1; nothing else (a "server's side
+# failed" or a closed connection would show here).
+unexpected=$(grep -hv -e '^pgrdma proxy: listening on' -e '^pgrdma proxy: note: clients do not negotiate TLS' \
+    -e '^pgrdma proxy: connection [0-9]* from 127.0.0.1:[0-9]*: pgrdma proxy: \(the server 127.0.0.1:[0-9]* cannot be reached over RDMA\|could not connect to the server 127.0.0.1:[0-9]*: Connection refused\)' \
+    -e '^pgrdma proxy: connection [0-9]* from 127.0.0.1:[0-9]*: refused: 1 sessions already open' \
+    -e '^pgrdma proxy: no longer listening' -e '^pgrdma proxy: ended' \
+    -e 'with_rsocket: RDMA is not possible for server "127.0.0.1"' \
     -e 'with_rsocket=require: RDMA is not possible for server "127.0.0.1"' "$work"/proxy*.err || true)
 [ -z "$unexpected" ] || fail "the proxies' stderr: $unexpected"
 if grep -E 'terminated by signal|was terminated' "$log"; then fail "a backend crashed"; fi
