@@ -145,4 +145,11 @@ if grep -v '^pgrdma proxy: listening' "$RAW/proxy.err" >/dev/null; then
   say "the proxy reported: $(grep -v '^pgrdma proxy: listening' "$RAW/proxy.err" | head -5)"
 fi
 python3 "$HERE/proxy_report.py" "$RESULTS" "$OUT_JSON" "${PG_RDMA_BENCH_HOST_LOAD:-}" || exit 1
+# A path with no figure is a run that did not measure what it reports.
+missing=''
+for path in "${path_list[@]}"; do
+  grep -q "^proxy\.$path\.p50_us [0-9]" "$RESULTS" && grep -q "^proxy\.$path\.tps_$MANY_CLIENTS [0-9]" "$RESULTS" ||
+    missing+=" $path"
+done
+[ -z "$missing" ] || { say "no figures for:$missing (see the lines above)"; exit 1; }
 echo "$OUT_JSON"
