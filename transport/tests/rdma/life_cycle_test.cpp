@@ -29,6 +29,8 @@ constexpr std::uint32_t kSeed = 0x9191;
 // acting on it: thread start-up and the call's entry, with room for a
 // host that stalls the emulated CPU.
 constexpr auto kInsideCall = 1000ms;
+// Between the signals sent to a thread inside a call, until it returns.
+constexpr auto kSignalInterval = 200ms;
 
 // Forks a child that runs `body`, then exits through exit() (so the exit
 // handlers run, as in any program); returns the child's exit status.
@@ -135,16 +137,38 @@ TEST_CASE("a write from a signal handler that interrupted a call fails cleanly i
         sa.sa_handler = write_from_signal_handler;  // no SA_RESTART: wait() sees EINTR
         sigaction(SIGUSR1, &sa, nullptr);
         const pthread_t self = pthread_self();
-        std::thread kicker([self] {
+        std::atomic<bool> waited{false};
+        // Signals until wait() has returned: a wait says EINTR only for a
+        // signal that lands while it sleeps in the kernel, as poll(2) does,
+        // and a loaded guest can hold this thread in wait()'s spin (or before
+        // it) past one signal (seen once: the handler ran inside the call,
+        // the wait then slept to its timeout).
+        std::thread kicker([self, &waited] {
             std::this_thread::sleep_for(kInsideCall);
-            pthread_kill(self, SIGUSR1);
+            while (!waited.load()) {
+                pthread_kill(self, SIGUSR1);
+                std::this_thread::sleep_for(kSignalInterval);
+            }
         });
         // The signal lands while this thread is inside wait(): the handler's
         // write must not run the data path underneath it.
         const int rc = conn.wait(POLLIN, 5000);
+        const int wait_errno = errno;
+        // A signal sent after wait() returned would run the handler outside
+        // any call, and its write would reach the peer: held back, then
+        // taken unhandled.
+        sigset_t usr1;
+        sigemptyset(&usr1);
+        sigaddset(&usr1, SIGUSR1);
+        pthread_sigmask(SIG_BLOCK, &usr1, nullptr);
+        waited = true;
         kicker.join();
+        const timespec no_wait{};
+        while (sigtimedwait(&usr1, nullptr, &no_wait) == SIGUSR1) {
+        }
+        pthread_sigmask(SIG_UNBLOCK, &usr1, nullptr);
         CHECK(rc == -1);
-        CHECK(errno == EINTR);
+        CHECK(wait_errno == EINTR);
         CHECK(g_signal_write_rc == -1);
         CHECK(g_signal_write_errno == EIO);
         // Outside any call the same handler's write goes through.
