@@ -4,7 +4,8 @@
 #   1. A storm: 200 libpq connections with with_rsocket=true started at the
 #      same instant from one process (crowd.cpp); every one connects, on
 #      RDMA or by a clean fallback to TCP. Setup latency p50/p99 printed.
-#   1b. Many at once: 500 sessions open together, set up in waves of 100
+#   1b. Many at once: 300 sessions open together, set up in waves of 100
+#       (scripts/bench storm opens 500)
 #      (a pool growing), every one connects, each on RDMA or after a clean
 #      fallback (a warning naming the cause), and the server's pg_stat_rdma
 #      counts the RDMA ones while all are open.
@@ -26,7 +27,7 @@ IP=${RXE_IP:?run in the Soft-RoCE guest}
 . "$(dirname "$(readlink -f "$0")")/../cluster.sh"
 pgrdma=$build/libclient/pgrdma
 STORM=200
-MANY=500 WAVE=100
+MANY=300 WAVE=100
 STRANGERS=40
 CAP=8
 HOLD_S=40  # how long a stranger holds its session silent
