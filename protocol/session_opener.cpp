@@ -41,6 +41,17 @@ bool startup_pairs_hold(std::span<const std::uint8_t> packet) noexcept {
 
 }  // namespace
 
+std::size_t opener_length(std::span<const std::uint8_t> start) noexcept {
+    if (!start.empty() && start[0] == kTlsHandshakeRecord) {
+        if (start.size() < kTlsRecordHeaderLength) return 0;
+        return kTlsRecordHeaderLength + std::min<std::size_t>(get_u16(start.data() + 3), kMaxTlsRecordPayload);
+    }
+    if (start.size() < kHeaderBytes) return 0;
+    const std::uint32_t length = get_u32(start.data());
+    if (length < kMinStartupPacketLength || length > kMaxStartupPacketLength) return kHeaderBytes;
+    return length;
+}
+
 Opener classify_opener(std::span<const std::uint8_t> bytes) noexcept {
     if (bytes.size() < kHeaderBytes) return Opener::None;
     if (bytes[0] == kTlsHandshakeRecord)

@@ -14,6 +14,7 @@
 // session it cancels by its key, whatever carries that session).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -32,6 +33,18 @@ enum class Opener { None, Startup, SslRequest, GssEncRequest, DirectSsl };
 // fewer than 8 bytes is None). A StartupMessage longer than `bytes` is
 // judged by its header alone.
 Opener classify_opener(std::span<const std::uint8_t> bytes) noexcept;
+
+// How many bytes the client's first message takes, for a relay that must
+// hand it on whole (a first write holding only part of it may not be
+// judged): a StartupMessage, SSLRequest or GSSENCRequest its length; a TLS
+// record (direct SSL) its header and payload; anything else its first 8
+// bytes. 0 while `start` is too short to tell. Never more than
+// kMaxOpenerLength.
+inline constexpr std::size_t kTlsRecordHeaderLength = 5;        // type, version, length
+inline constexpr std::size_t kMaxTlsRecordPayload = 16384 + 2048;  // RFC 8446's ceiling on a record's payload
+inline constexpr std::size_t kMaxOpenerLength = kTlsRecordHeaderLength + kMaxTlsRecordPayload;
+static_assert(kMaxOpenerLength >= kMaxStartupPacketLength);
+std::size_t opener_length(std::span<const std::uint8_t> start) noexcept;
 
 const char* to_string(Opener opener) noexcept;
 

@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "libclient/proxy/refusal.hpp"
-#include "protocol/byte_order.hpp"
 #include "protocol/session_opener.hpp"
 
 namespace pg_rdma::proxy {
@@ -29,16 +28,10 @@ using Clock = std::chrono::steady_clock;
 // kernel's socket buffers and the transport's ring hold the rest.
 constexpr std::size_t kFlowBufferBytes = 64 * 1024;
 // The client's first message is what the library judges at the first
-// write (a StartupMessage, SSLRequest, GSSENCRequest or a direct-SSL
-// ClientHello), and a first write that holds only part of it may not be
-// judged at all. So the proxy reads it whole before it connects: up to
-// the server's limit on a startup packet, or one TLS record.
-constexpr std::size_t kHeaderBytes = 8;                // length and code: enough to tell which
-constexpr std::size_t kTlsRecordHeaderBytes = 5;       // type, version, length
-constexpr std::size_t kMaxTlsRecordBytes = 16384 + 2048;  // RFC 8446's ceiling on a record's payload
-constexpr std::size_t kMaxOpeningBytes =
-    std::max<std::size_t>(protocol::kMaxStartupPacketLength, kTlsRecordHeaderBytes + kMaxTlsRecordBytes);
-constexpr std::uint8_t kTlsHandshakeRecord = 0x16;
+// write, and a first write that holds only part of it may not be judged at
+// all: the proxy reads it whole (protocol::opener_length) before it
+// connects. Until its header is in, it reads no more than a header.
+constexpr std::size_t kHeaderBytes = 8;
 // libpq_rdma.so follows descriptor numbers below this only (its socket
 // table; libclient/README.md, "Known limits"): a server socket numbered
 // higher would stay on TCP whatever the policy says.
@@ -134,33 +127,14 @@ void log_line(const std::string& label, const std::string& what)
     std::fprintf(stderr, "pgrdma proxy: %s: %s\n", label.c_str(), what.c_str());
 }
 
-// How many bytes the first message takes, once its header is at hand
-// (`held` bytes of it); 0 while that cannot be told yet. Anything that is
-// not a PostgreSQL opening is taken as its first 8 bytes: the library
-// leaves it on TCP.
-std::size_t opening_length(std::span<const std::uint8_t> held)
-{
-    if (!held.empty() && held[0] == kTlsHandshakeRecord) {
-        if (held.size() < kTlsRecordHeaderBytes)
-            return 0;
-        return kTlsRecordHeaderBytes + std::min<std::size_t>(protocol::get_u16(held.data() + 3), kMaxTlsRecordBytes);
-    }
-    if (held.size() < kHeaderBytes)
-        return 0;
-    std::uint32_t length = protocol::get_u32(held.data());
-    if (length < protocol::kMinStartupPacketLength || length > protocol::kMaxStartupPacketLength)
-        return kHeaderBytes;
-    return length;
-}
-
-// Reads the client's first message whole (opening_length), or what came
-// before end of file. False when the client went away or said nothing in
-// time.
+// Reads the client's first message whole (protocol::opener_length), or
+// what came before end of file. False when the client went away or said
+// nothing in time.
 bool read_opening(int client, Flow& flow, std::chrono::milliseconds timeout, const std::string& label)
 {
     auto deadline = Clock::now() + timeout;
     for (;;) {
-        std::size_t want = opening_length(flow.held());
+        std::size_t want = protocol::opener_length(flow.held());
         if (want != 0 && flow.end >= want)
             return true;
         pollfd pfd{client, POLLIN, 0};
@@ -277,7 +251,7 @@ void refuse(int client, std::span<const std::uint8_t> opening, const Refusal& re
     if (kind == protocol::Opener::SslRequest || kind == protocol::Opener::GssEncRequest) {
         const std::uint8_t no = 'N';
         send_all_best_effort(client, {&no, 1});
-        Flow next(kMaxOpeningBytes);
+        Flow next(protocol::kMaxOpenerLength);
         using std::chrono::milliseconds;
         if (!read_opening(client, next, std::chrono::duration_cast<milliseconds>(kRefusalReadTimeout), "refused") ||
             protocol::classify_opener(next.held()) != protocol::Opener::Startup)
@@ -376,7 +350,7 @@ void carry(int client_fd, const RelaySettings& settings, std::atomic<unsigned>& 
     try {
         int one = 1;
         ::setsockopt(client.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // fails harmlessly on a Unix socket
-        Flow opening(kMaxOpeningBytes);
+        Flow opening(protocol::kMaxOpenerLength);
         if (!read_opening(client.get(), opening, settings.opening_timeout, label))
             return;
         SessionCount counted(sessions);

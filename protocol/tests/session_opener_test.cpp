@@ -80,3 +80,19 @@ TEST_CASE("anything else does not: short writes, other protocols, protocol 2, le
     not_tls[1] = 0x02;
     CHECK(classify_opener(not_tls) == Opener::None);
 }
+
+TEST_CASE("a relay knows how long the first message is once its header is in") {
+    // Too short to tell.
+    CHECK(opener_length(std::vector<std::uint8_t>{0, 0, 0}) == 0);
+    CHECK(opener_length(std::vector<std::uint8_t>{0x16, 0x03, 0x01}) == 0);
+    // PostgreSQL's openers: their length.
+    CHECK(opener_length(header(8, kSslRequestCode, 8)) == 8);
+    CHECK(opener_length(startup(3u << 16, std::string("user\0app\0\0", 10))) == 18);
+    CHECK(opener_length(header(40, 3u << 16, 8)) == 40);
+    // A TLS record: its header and payload, the payload capped.
+    CHECK(opener_length(std::vector<std::uint8_t>{0x16, 0x03, 0x01, 0x05, 0x00}) == 5 + 0x500);
+    CHECK(opener_length(std::vector<std::uint8_t>{0x16, 0x03, 0x01, 0xff, 0xff}) == kMaxOpenerLength);
+    // Anything else: its header alone (the library leaves it on TCP).
+    CHECK(opener_length(header(200000, 3u << 16, 8)) == 8);
+    CHECK(opener_length(std::vector<std::uint8_t>{'G', 'E', 'T', ' ', '/', ' ', 'H', 'T'}) == 8);
+}
