@@ -505,6 +505,17 @@ ConnectionStats Connection::stats() const noexcept { return stream_ ? stream_->s
 
 std::size_t Connection::unread_bytes() const noexcept { return stream_ ? stream_->unread() : 0; }
 
+std::size_t Connection::readable_bytes() noexcept {
+    const Use use(*this);
+    if (!use) return 0;
+    try {
+        (void)stream_->poll_events(POLLIN);
+        return stream_->unread();
+    } catch (...) {
+        return 0;
+    }
+}
+
 std::string Connection::failure_reason() const noexcept {
     try {
         return stream_ ? stream_->failure_reason() : std::string();

@@ -216,6 +216,10 @@ public:
     // poll_events() or read found them: data, as opposed to the EOF or
     // error that also make the connection readable.
     [[nodiscard]] std::size_t unread_bytes() const noexcept;
+    // What FIONREAD says of a socket: takes in what has arrived, then the
+    // bytes waiting to be read (0 at EOF, though EOF makes it readable); 0
+    // while another call is in progress or when the connection is unusable.
+    [[nodiscard]] std::size_t readable_bytes() noexcept;
     // The RDMA device the connection runs on ("rxe0"); empty when unusable.
     [[nodiscard]] std::string device_name() const noexcept;
     // False in a process forked after the connection was made, where every

@@ -1,5 +1,6 @@
 // Socket-like calls of Stream (see connection.hpp for the contract).
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -274,7 +275,13 @@ int Stream::flush() {
     return held_ > 0 ? EAGAIN : 0;
 }
 
-std::size_t Stream::unread() const { return failover_ == Failover::None ? rx_.unread() : leftover_bytes(); }
+std::size_t Stream::unread() const {
+    if (failover_ == Failover::None) return rx_.unread();
+    if (leftover_bytes() > 0 || failover_ != Failover::Tcp) return leftover_bytes();
+    // Failed over and the ring's leftovers read: what the kernel holds.
+    int queued = 0;
+    return ::ioctl(tcp_fd_, FIONREAD, &queued) == 0 && queued > 0 ? static_cast<std::size_t>(queued) : 0;
+}
 
 short Stream::poll_events(short wanted) {
     if (closed_) return POLLNVAL;

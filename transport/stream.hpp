@@ -108,7 +108,8 @@ public:
     [[nodiscard]] Millis setup_budget() const { return settings_.connect_timeout; }
 
     [[nodiscard]] const ConnectionStats& stats() const { return stats_; }
-    // Bytes that have arrived and not been read (as of the last poll).
+    // Bytes that have arrived and not been read (as of the last poll; after
+    // a failover to TCP, the leftovers, then what the kernel holds).
     [[nodiscard]] std::size_t unread() const;
     [[nodiscard]] const std::string& failure_reason() const { return failure_reason_; }
 

@@ -15,6 +15,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdarg>
@@ -134,10 +135,10 @@ __attribute__((visibility("default"))) int fcntl64_wrapper(int fd, int cmd, ...)
     return fcntl_with(libc().fcntl64 != nullptr ? libc().fcntl64 : libc().fcntl, fd, cmd, arg);
 }
 
-// FIONREAD on a session answers for its bytes (1 when something can be
-// read, as much as a reader may count on; the number itself is the
+// FIONREAD on a session answers for its bytes (the number itself is the
 // transport's epoll descriptor, which would say ENOTTY): pgJDBC's
-// getNotifications() asks it. FIONBIO is followed as fcntl(F_SETFL) is.
+// getNotifications() asks it, and the JDK's SSLSocket.close() drains with
+// it. FIONBIO is followed as fcntl(F_SETFL) is.
 __attribute__((visibility("default"))) int ioctl(int fd, unsigned long request, ...) {
     va_list ap;
     va_start(ap, request);
@@ -160,7 +161,11 @@ __attribute__((visibility("default"))) int ioctl(int fd, unsigned long request, 
     int available = 0;
     if (e->state == SocketState::Rdma && !forked_away(*e)) {
         TransportCall inside;
-        available = e->connection->readable() ? 1 : 0;
+        // The bytes waiting, as the kernel says of a socket: 0 at EOF,
+        // though EOF makes the connection readable. A caller draining with
+        // "while (FIONREAD > 0) read" (the JDK's SSLSocket.close()) would
+        // otherwise spin for ever on a peer that has closed.
+        available = static_cast<int>(std::min<std::size_t>(e->connection->readable_bytes(), INT_MAX));
     }
     *static_cast<int*>(arg) = available;
     return 0;

@@ -22,6 +22,10 @@
 //   vfork        a vfork child closes every descriptor with close_range (as
 //                Python's subprocess does) and exits; the parent's session
 //                still answers
+//   fionread     ioctl(FIONREAD) counts the bytes a read then returns, and
+//                says 0 once the server has closed (the JDK's SSLSocket
+//                close() drains "while available() > 0": a readable EOF
+//                counted as a byte kept it spinning for ever)
 // Each query goes as a raw simple-protocol 'Q' and is read to its
 // ReadyForQuery; libpq then finds its session where it left it. Exit 0 on
 // success; 1 with a reason on stderr.
@@ -31,6 +35,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -38,6 +43,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -118,6 +124,19 @@ ssize_t plain_read(int fd, char* out, size_t len) {
     return got;
 }
 ssize_t plain_recv(int fd, char* buf, size_t len) { return recv(fd, buf, len, 0); }
+// Reads what FIONREAD counts, and checks that a read returns all of it.
+ssize_t counted_read(int fd, char* buf, size_t len) {
+    int waiting = -1;
+    if (ioctl(fd, FIONREAD, &waiting) != 0) die("ioctl(FIONREAD)");
+    if (waiting < 0) die("FIONREAD counted " + std::to_string(waiting) + " bytes");
+    if (waiting == 0) return errno = EAGAIN, -1;  // a wakeup with nothing in yet
+    const size_t want = std::min(len, static_cast<size_t>(waiting));
+    const ssize_t got = recv(fd, buf, want, MSG_DONTWAIT);
+    if (got != static_cast<ssize_t>(want))
+        die("FIONREAD counted " + std::to_string(waiting) + " bytes; a read of " + std::to_string(want) +
+            " returned " + std::to_string(got));
+    return got;
+}
 ssize_t from_recvmsg(int fd, char* buf, size_t len) {
     iovec iov{buf, len};
     msghdr m{};
@@ -289,6 +308,22 @@ int run(int argc, char** argv) {
             die("the session after a vfork child's close_range");
         libpq_still_works(conn);
         std::printf("ok: a vfork child's close_range left the parent's session whole\n");
+    } else if (mode == "fionread") {
+        if (ask(fd, "select repeat('n', 3000)", plain_write, counted_read) != std::string(3000, 'n'))
+            die("a result read by FIONREAD's counts");
+        // Terminate: the server closes its end.
+        send_all(fd, std::string("X\0\0\0\4", 5), plain_write);
+        if (!wait_for(fd, POLLIN, kWaitMs)) die("the server's close never made the session readable");
+        for (int round = 0; round < 2; ++round) {
+            int waiting = -1;
+            if (ioctl(fd, FIONREAD, &waiting) != 0) die("ioctl(FIONREAD) at EOF");
+            if (waiting != 0) die("FIONREAD at EOF counted " + std::to_string(waiting) + " bytes");
+            char c;
+            if (recv(fd, &c, 1, MSG_DONTWAIT) != 0) die("a read at EOF did not return 0");
+        }
+        PQfinish(conn);
+        std::printf("ok: FIONREAD counts the bytes a read returns, and 0 once the server has closed\n");
+        return 0;
     } else {
         die("unknown mode " + mode);
     }

@@ -53,7 +53,7 @@ rows=20000
 # run DRIVER HOST PORT SSL [ENV...]: the driver's session under pgrdma,
 # stdout to $work/out, stderr to $work/err; its exit status.
 run() {
-    local driver=$1 host=$2 port=$3 ssl=$4 program
+    local driver=$1 host=$2 port=$3 ssl=$4 program stop=(timeout 180)
     shift 4
     case $driver in
         asyncpg | psycopg) program=("$python" "$here/drivers/${driver}_session.py") ;;
@@ -62,11 +62,16 @@ run() {
         # library preloaded, a JVM died in c1-compiled code in 1 run of 6
         # there (never in 20 runs on the host, with libpq_rdma.so). A JVM
         # that dies writes its report where the failure shows it.
-        jdbc) program=(java -Xint -XX:ErrorFile="$work/hs_err_%p.log" -cp "$jdbc_jar:$jdbc_classes" JdbcSession) ;;
+        # A JVM that hangs gets SIGQUIT first: its threads' stacks go to
+        # stdout, which the failure shows (exit 137 after the KILL).
+        jdbc)
+            program=(java -Xint -XX:ErrorFile="$work/hs_err_%p.log" -cp "$jdbc_jar:$jdbc_classes" JdbcSession)
+            stop=(timeout -s QUIT -k 15 180)
+            ;;
         node) program=(node --no-deprecation "$here/drivers/node_session.js") ;;
     esac
     env -u WITH_RSOCKET PGRDMA_SERVERS_FILE="$servers" DRIVER_ROWS="$rows" NODE_PATH="$node_modules" "$@" \
-        timeout 180 "$pgrdma" "${program[@]}" "$host" "$port" secret "$ssl" >"$work/out" 2>"$work/err"
+        "${stop[@]}" "$pgrdma" "${program[@]}" "$host" "$port" secret "$ssl" >"$work/out" 2>"$work/err"
 }
 expect() {  # expect DRIVER HOST PORT SSL TRANSPORT [ENV...]
     local driver=$1 host=$2 port=$3 ssl=$4 transport=$5
