@@ -1,5 +1,6 @@
 #include "libclient/preload/conn_policy.hpp"
 
+#include <array>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -8,9 +9,18 @@
 namespace pg_rdma::client {
 namespace {
 
+// What is known of one PGconn. Nodes of an unordered_map stay put until
+// erased, so an answer's characters stay where a caller was told they are.
+struct Record {
+    PolicyChoice choice;
+    std::string fallback;  // the last attempt's reason for staying on TCP
+    std::string rule;      // what a servers file rule asked for
+    std::array<std::string, kAnswerSlots> answers;
+};
+
 std::mutex g_mutex;
-std::unordered_map<const PGconn*, PolicyChoice>& registry() {
-    static auto* map = new std::unordered_map<const PGconn*, PolicyChoice>;  // never destroyed: used at exit
+std::unordered_map<const PGconn*, Record>& registry() {
+    static auto* map = new std::unordered_map<const PGconn*, Record>;  // never destroyed: used at exit
     return *map;
 }
 
@@ -23,19 +33,69 @@ __attribute__((tls_model("initial-exec"))) thread_local RsocketPolicy t_active =
 std::optional<PolicyChoice> choice_of(const PGconn* conn) {
     std::lock_guard lock(g_mutex);
     auto& map = registry();
-    if (auto it = map.find(conn); it != map.end()) return it->second;
+    if (auto it = map.find(conn); it != map.end()) return it->second.choice;
     // Registered whatever it asks for, off included: a connection that said
     // with_rsocket=false must stay plain in every later PQconnectPoll too.
     if (t_start_depth == 0 || t_start_choice == nullptr) return std::nullopt;
-    map.emplace(conn, *t_start_choice);
+    map.emplace(conn, Record{*t_start_choice, {}, {}, {}});
     return *t_start_choice;
 }
 
 std::optional<std::string> value_of(const PGconn* conn) {
     std::lock_guard lock(g_mutex);
     auto& map = registry();
-    if (auto it = map.find(conn); it != map.end() && it->second.policy != RsocketPolicy::Off) return it->second.value;
+    if (auto it = map.find(conn); it != map.end() && it->second.choice.policy != RsocketPolicy::Off)
+        return it->second.choice.value;
     return std::nullopt;
+}
+
+void note_fallback(const PGconn* conn, std::string_view reason) noexcept {
+    try {
+        std::lock_guard lock(g_mutex);
+        auto& map = registry();
+        if (auto it = map.find(conn); it != map.end()) it->second.fallback.assign(reason);
+    } catch (...) {
+        // Out of memory: the reason is not kept; the warning still went out.
+    }
+}
+
+std::optional<std::string> fallback_of(const PGconn* conn) {
+    std::lock_guard lock(g_mutex);
+    auto& map = registry();
+    if (auto it = map.find(conn); it != map.end() && !it->second.fallback.empty()) return it->second.fallback;
+    return std::nullopt;
+}
+
+void note_rule(const PGconn* conn, std::string_view value) noexcept {
+    try {
+        std::lock_guard lock(g_mutex);
+        auto& map = registry();
+        if (auto it = map.find(conn); it != map.end()) it->second.rule.assign(value);
+    } catch (...) {
+        // Out of memory: "requested" then says what the connection string did.
+    }
+}
+
+std::optional<std::string> rule_of(const PGconn* conn) {
+    std::lock_guard lock(g_mutex);
+    auto& map = registry();
+    if (auto it = map.find(conn); it != map.end() && !it->second.rule.empty()) return it->second.rule;
+    return std::nullopt;
+}
+
+const char* keep_answer(const PGconn* conn, std::size_t slot, std::string_view answer) noexcept {
+    try {
+        std::lock_guard lock(g_mutex);
+        auto& map = registry();
+        auto it = map.find(conn);
+        if (it == map.end() || slot >= kAnswerSlots) return nullptr;
+        std::string& kept = it->second.answers[slot];
+        // An unchanged answer keeps its characters where they were.
+        if (kept != answer) kept.assign(answer);
+        return kept.c_str();
+    } catch (...) {
+        return nullptr;
+    }
 }
 
 void forget(const PGconn* conn) noexcept {

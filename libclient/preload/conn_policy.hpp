@@ -16,7 +16,9 @@
 #include <libpq-fe.h>
 
 #include <optional>
+#include <cstddef>
 #include <string>
+#include <string_view>
 
 #include "libclient/conninfo/policy.hpp"
 
@@ -46,6 +48,21 @@ std::optional<PolicyChoice> choice_of(const PGconn* conn);
 // from wherever it came); nullopt for every other PGconn.
 std::optional<std::string> value_of(const PGconn* conn);
 void forget(const PGconn* conn) noexcept;
+
+// Why the PGconn's last attempt stayed on (or went back to) TCP under
+// with_rsocket=true, as its warning said; nullopt when nothing was noted.
+void note_fallback(const PGconn* conn, std::string_view reason) noexcept;
+std::optional<std::string> fallback_of(const PGconn* conn);
+// What a servers file rule asked for on the PGconn's last attempt ("true"
+// or "require") when the rule decided (PolicyChoice::servers_file_decides).
+void note_rule(const PGconn* conn, std::string_view value) noexcept;
+std::optional<std::string> rule_of(const PGconn* conn);
+// Keeps `answer` with the PGconn's record in slot `slot` (< kAnswerSlots)
+// and returns its characters, which stay valid until the slot's answer
+// changes or PQfinish: what PQrdmaAttribute hands out. nullptr for a
+// PGconn no wrapper of ours started.
+constexpr std::size_t kAnswerSlots = 4;
+const char* keep_answer(const PGconn* conn, std::size_t slot, std::string_view answer) noexcept;
 
 // Set by the outermost PQconnect* / PQsetdbLogin wrapper for the duration
 // of the real call. Inner wrappers (PQconnectdb calls PQconnectStart) keep

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 
+#include "libclient/preload/conn_policy.hpp"
 #include "libclient/preload/libc_calls.hpp"
 #include "libclient/preload/libpq_calls.hpp"
 
@@ -87,6 +88,7 @@ PGconn* failed_connection(std::string_view message) noexcept {
 }
 
 void warn_fallback(const PGconn* conn, std::string_view reason) noexcept {
+    note_fallback(conn, reason);  // for PQrdmaAttribute(conn, "reason")
     try {
         const char* host = conn != nullptr ? libpq().PQhost(conn) : nullptr;
         const char* port = conn != nullptr ? libpq().PQport(conn) : nullptr;

@@ -222,6 +222,11 @@ __attribute__((visibility("default"))) PostgresPollingStatusType PQconnectPoll(P
             status = real(conn);
             refusal = ActivePolicy::refusal();
         }
+        // A servers file rule chose for this attempt: what it chose, for
+        // PQrdmaAttribute(conn, "requested").
+        if (servers_file)
+            if (const EntryRef made = SocketTable::instance().find(pq->PQsocket(conn)))
+                note_rule(conn, made->mode == pg_rdma::transport::Mode::Require ? "require" : "true");
         if (!failure.empty()) append_error(conn, failure);
         if (refusal != nullptr) append_error(conn, refusal);
         return status;

@@ -56,6 +56,15 @@ sessions() { session_lines | wc -l; }
 # Sessions the backend declined for want of a device (7b), so far.
 declines() { grep -c 'pg_rdma: RDMA not possible for host=127.0.0.1 ' "$log" || true; }
 transport_query="select transport from pg_stat_rdma where pid = pg_backend_pid()"
+# rdma_said ATTRIBUTE: what pq_forms printed of PQrdmaAttribute (libpq-rdma.h).
+rdma_said() { sed -n "s/^rdma $1: //p" "$work/out"; }
+# on_rdma_said REQUESTED: pq_forms's connection says it is on RDMA, on the
+# guest's device, as REQUESTED asked.
+on_rdma_said() {
+    grep -qx 'rdma in use: 1' "$work/out" && [ "$(rdma_said transport)" = rdma ] &&
+        [ "$(rdma_said device)" = "$RXE_DEV" ] && [ "$(rdma_said requested)" = "$1" ] &&
+        [ "$(rdma_said reason)" = '(null)' ]
+}
 
 # 1. psql (PQconnectdbParams, expand_dbname) over RDMA, each spelling.
 for value in require true on yes 1 TRUE; do
@@ -89,12 +98,30 @@ for form in connectdb connectdb_params setdblogin start_poll start_select start_
     run "$forms" "$form" "$rdma with_rsocket=require" || fail "pq_forms $form: $(err)"
     grep -qx 42 "$work/out" || fail "pq_forms $form printed: $(out)"
     [ "$(sessions)" = $((n + 1)) ] && [ "$(last_session)" = rdma ] || fail "pq_forms $form: session '$(last_session)'"
+    on_rdma_said require || fail "pq_forms $form: PQrdmaInUse/PQrdmaAttribute said: $(grep '^rdma' "$work/out")"
     case $form in start_*)
         [ "$(grep -c '^pipelined' "$work/out")" = 3 ] || fail "pq_forms $form: pipelined queries: $(out)"
         echo "   $form: $(grep longest "$work/out")";;
     esac
 done
-echo "ok: PQconnectdb, PQconnectdbParams, PQsetdbLogin, PQconnectStart(Params) + PQconnectPoll (poll, select, epoll) over RDMA"
+echo "ok: PQconnectdb, PQconnectdbParams, PQsetdbLogin, PQconnectStart(Params) + PQconnectPoll (poll, select, epoll) over RDMA; PQrdmaInUse and PQrdmaAttribute say so, with the device"
+
+# 3a. What the library tells a program of a connection not on RDMA: not
+# asked for, and a fallback with the warning's reason.
+run "$forms" connectdb "$rdma with_rsocket=false" || fail "pq_forms with_rsocket=false: $(err)"
+grep -qx 'rdma in use: 0' "$work/out" && [ "$(rdma_said transport)" = tcp ] && [ "$(rdma_said requested)" = false ] &&
+    [ "$(rdma_said device)" = '(null)' ] && [ "$(rdma_said reason)" = 'not asked for: with_rsocket is false or not set' ] ||
+    fail "pq_forms with_rsocket=false: $(grep '^rdma' "$work/out")"
+run "$forms" start_poll "$no_device with_rsocket=on" || fail "pq_forms with no device: $(err)"
+warned=$(sed -n 's/^WARNING:  with_rsocket: RDMA is not possible for server "127.0.0.1", port 54402: \(.*\); continuing over TCP$/\1/p' "$work/err")
+[ -n "$warned" ] || fail "pq_forms with no device warned: $(err)"
+grep -qx 'rdma in use: 0' "$work/out" && [ "$(rdma_said transport)" = tcp ] && [ "$(rdma_said requested)" = on ] &&
+    [ "$(rdma_said reason)" = "$warned" ] || fail "pq_forms with no device: $(grep '^rdma' "$work/out") (warned: $warned)"
+run "$forms" connectdb "host=$PG_CLUSTER_WORK port=54402 user=postgres dbname=postgres with_rsocket=true" ||
+    fail "pq_forms over a Unix-domain socket: $(err)"
+grep -qx 'rdma in use: 0' "$work/out" && [ "$(rdma_said transport)" = unix ] ||
+    fail "pq_forms over a Unix-domain socket: $(grep '^rdma' "$work/out")"
+echo "ok: PQrdmaAttribute says why a connection is not on RDMA (not asked for; the fallback's reason: $warned; a Unix-domain socket)"
 
 # 3b. An application linked with libpq_rdma ahead of libpq, no LD_PRELOAD.
 readelf -d "$forms_linked" | grep -q 'NEEDED.*libpq_rdma' || fail "pq_forms_linked does not link libpq_rdma"
@@ -102,7 +129,7 @@ for form in connectdb start_poll; do
     n=$(sessions)
     LD_PRELOAD= "$forms_linked" "$form" "$rdma with_rsocket=require" >"$work/out" 2>"$work/err" ||
         fail "linked pq_forms $form: $(err)"
-    grep -qx 42 "$work/out" && [ "$(sessions)" = $((n + 1)) ] && [ "$(last_session)" = rdma ] ||
+    grep -qx 42 "$work/out" && [ "$(sessions)" = $((n + 1)) ] && [ "$(last_session)" = rdma ] && on_rdma_said require ||
         fail "linked pq_forms $form: '$(out)' over '$(last_session)'"
 done
 echo "ok: an application linked with libpq_rdma ahead of libpq gets RDMA without preloading"

@@ -11,7 +11,12 @@
 //        until the connection is lost (exit 0) or 60 s pass (exit 1): an
 //        event loop whose other descriptors always have something must
 //        still learn that the server went away
+// After `select 42` it prints what libpq_rdma.so says of the connection
+// (libpq-rdma.h): "rdma in use: N" and "rdma ATTRIBUTE: VALUE" for each
+// attribute, "(null)" for none; "rdma: no libpq_rdma.so" without it.
 // Exit 0 on success; 1 with PQerrorMessage on stderr otherwise.
+#include "libclient/preload/libpq-rdma.h"
+
 #include <libpq-fe.h>
 #include <poll.h>
 #include <sys/epoll.h>
@@ -148,6 +153,18 @@ bool sees_connection_lost(PGconn* c) {
     return false;
 }
 
+void print_rdma_status(const PGconn* c) {
+    if (PQrdmaInUse == nullptr || PQrdmaAttribute == nullptr || PQrdmaAttributeNames == nullptr) {
+        std::printf("rdma: no libpq_rdma.so\n");
+        return;
+    }
+    std::printf("rdma in use: %d\n", PQrdmaInUse(c));
+    for (const char* const* name = PQrdmaAttributeNames(c); *name != nullptr; ++name) {
+        const char* value = PQrdmaAttribute(c, *name);
+        std::printf("rdma %s: %s\n", *name, value != nullptr ? value : "(null)");
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -187,6 +204,7 @@ int main(int argc, char** argv) {
     PGresult* r = PQexec(c, "select 42");
     const bool ok = PQresultStatus(r) == PGRES_TUPLES_OK;
     if (ok) std::printf("%s\n", PQgetvalue(r, 0, 0));
+    if (ok) print_rdma_status(c);
     else std::fprintf(stderr, "%s", PQerrorMessage(c));
     PQclear(r);
     bool async_ok = true;

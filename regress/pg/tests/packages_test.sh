@@ -80,6 +80,31 @@ out=$(as_pg env PGCONNECT_TIMEOUT=60 /usr/bin/pgrdma "$bindir/psql" -X -At \
     -c "select transport from pg_stat_rdma where pid = pg_backend_pid()") || fail "psql through the packaged pgrdma: $out"
 [ "$out" = rdma ] || fail "the session through the packaged pgrdma is on '$out'"
 echo "ok: psql through /usr/bin/pgrdma with with_rsocket=require is on RDMA"
+
+# A program built against the packaged header asks the library about its
+# connection (PQrdmaInUse, PQrdmaAttribute); without the library it runs too.
+cat >"$work/ask.c" <<'C'
+#include <stdio.h>
+#include <pg_rdma/libpq-rdma.h>
+int main(int argc, char **argv) {
+    PGconn *conn = PQconnectdb(argv[1]);
+    if (PQstatus(conn) != CONNECTION_OK) { fprintf(stderr, "%s", PQerrorMessage(conn)); return 1; }
+    if (PQrdmaInUse == NULL) printf("no library\n");
+    else printf("%d %s\n", PQrdmaInUse(conn), PQrdmaAttribute(conn, "device"));
+    PQfinish(conn);
+    return 0;
+}
+C
+cc -I"$(pg_config --includedir)" -o "$work/ask" "$work/ask.c" -lpq 2>"$work/cc.err" ||
+    fail "a program including <pg_rdma/libpq-rdma.h> did not build: $(cat "$work/cc.err")"
+chmod 755 "$work/ask"
+conninfo="host=$RXE_IP port=$port user=postgres dbname=postgres with_rsocket=require"
+out=$(as_pg /usr/bin/pgrdma "$work/ask" "$conninfo" 2>&1) || fail "the header's program under pgrdma: $out"
+[ "$out" = "1 $RXE_DEV" ] || fail "PQrdmaInUse/PQrdmaAttribute under pgrdma said '$out', not '1 $RXE_DEV'"
+out=$(as_pg "$work/ask" "host=$RXE_IP port=$port user=postgres dbname=postgres" 2>&1) ||
+    fail "the header's program without the library: $out"
+[ "$out" = "no library" ] || fail "without the library the header's program said '$out'"
+echo "ok: a program built against the packaged <pg_rdma/libpq-rdma.h> learns its connection is on $RXE_DEV, and runs without the library"
 man -w pgrdma >/dev/null 2>&1 || [ -f /usr/share/man/man1/pgrdma.1.gz ] || fail "no pgrdma man page"
 
 # The packaged `pgrdma proxy` finds its program beside the library, and a
