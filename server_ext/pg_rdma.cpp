@@ -4,8 +4,9 @@
 // postmaster before it opens its sockets and before shared memory exists;
 // it defines the pg_rdma.* parameters, checks them, adds
 // pg_rdma.listen_addresses to listen_addresses, and installs the hooks that
-// create the pg_stat_rdma slots. It never touches an RDMA device: verbs
-// resources are created only by a backend, after fork.
+// create the pg_stat_rdma slots and the cumulative counters. It never
+// touches an RDMA device: verbs resources are created only by a backend,
+// after fork.
 //
 // Errors: PostgreSQL errors (ereport) are raised only from C-style code
 // with no C++ object alive on the stack; C++ code below catches its own
@@ -16,6 +17,7 @@
 #include "server_ext/settings_gucs.hpp"
 #include "server_ext/setup_gate.hpp"
 #include "server_ext/stat_slots.hpp"
+#include "server_ext/stat_totals.hpp"
 
 #include "server_ext/pg_headers.hpp"
 
@@ -56,6 +58,7 @@ void _PG_init(void) {
     check_settings_or_stop();
     pg_rdma::server::add_rdma_listen_addresses();
     pg_rdma::server::install_stat_slot_hooks();
+    pg_rdma::server::install_stat_totals_hooks();
     pg_rdma::server::install_setup_gate_hooks();
     pg_rdma::server::install_session_hooks();
     pg_rdma::server::warn_if_libpq_loaded_first();

@@ -66,7 +66,8 @@ void startup_shmem() {
     LWLockRelease(AddinShmemInitLock);
 }
 
-void copy_cut(char (&field)[kStatFieldSize], std::string_view text) {
+template <std::size_t N>
+void copy_cut(char (&field)[N], std::string_view text) {
     const auto n = std::min(text.size(), sizeof field - 1);
     std::memcpy(field, text.data(), n);
     field[n] = '\0';
@@ -92,6 +93,8 @@ void set_identity(StatRow& r, const SessionIdentity& id) {
     r.protocol_version = id.protocol_version;
     r.rx_buffer_size = id.rx_buffer_size;
     r.failed_over = id.failed_over;
+    r.requested = id.requested;
+    copy_cut(r.reason, id.reason);
 }
 
 void release_at_exit(int, Datum) { release_stat_slot(); }
@@ -128,6 +131,8 @@ bool claim_stat_slot(const SessionIdentity& identity) {
         std::memset(&r, 0, sizeof r);
         set_identity(r, identity);
         r.backend_start = MyStartTimestamp;
+        // Authenticated by now (row_claim.cpp): the role the session runs as.
+        if (MyProcPort != nullptr && MyProcPort->user_name != nullptr) copy_cut(r.user_name, MyProcPort->user_name);
         r.pid = MyProcPid;
     });
     return true;

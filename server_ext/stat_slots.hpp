@@ -27,6 +27,8 @@ struct SessionIdentity {
     int protocol_version = 0;       // 0 for TCP
     std::uint32_t rx_buffer_size = 0;  // bytes; 0 for TCP
     bool failed_over = false;       // began on RDMA, moved onto TCP when it failed
+    bool requested = false;         // the client sent an upgrade request
+    std::string_view reason;        // why the session is on TCP; empty on RDMA or when not asked
 };
 
 // Called from _PG_init: chains shmem_request_hook and shmem_startup_hook.
@@ -41,7 +43,8 @@ void update_stat_counters(std::uint64_t bytes_sent, std::uint64_t bytes_received
 void release_stat_slot();
 
 // For the view: a consistent copy of one slot.
-inline constexpr std::size_t kStatFieldSize = 64;  // bytes of a text field, NUL included
+inline constexpr std::size_t kStatFieldSize = 64;     // bytes of a text field, NUL included
+inline constexpr std::size_t kStatReasonSize = 256;   // bytes of the reason, NUL included
 struct StatRow {
     int pid;
     char client_addr[kStatFieldSize];
@@ -54,6 +57,9 @@ struct StatRow {
     std::uint64_t bytes_received;
     std::int64_t backend_start;  // TimestampTz
     bool failed_over;
+    bool requested;
+    char reason[kStatReasonSize];
+    char user_name[kStatFieldSize];  // the session's role, as the client named it (NAMEDATALEN fits)
 };
 int stat_slot_count();
 // false when slot `index` holds no live session. May raise a PostgreSQL

@@ -1,5 +1,12 @@
 // pg_stat_get_rdma(): the set-returning function behind the pg_stat_rdma
-// view (pg_rdma--0.1.sql). One row per live slot (stat_slots.hpp).
+// view. One row per live slot (stat_slots.hpp).
+//
+// Two declarations meet this one function: 0.1's eleven columns, revoked
+// from PUBLIC, until ALTER EXTENSION pg_rdma UPDATE; 0.2's thirteen
+// (pg_rdma--0.1--0.2.sql), open to every role, which sees its own
+// sessions' details as pg_stat_activity shows them, and other roles' only
+// with pg_read_all_stats (else their pid alone). The declared row type
+// says which is asked for.
 #include "server_ext/stat_slots.hpp"
 
 #include "server_ext/pg_headers.hpp"
@@ -11,7 +18,8 @@ PG_FUNCTION_INFO_V1(pg_stat_get_rdma);
 
 namespace {
 
-constexpr int kColumns = 11;  // as declared in pg_rdma--0.1.sql
+constexpr int kColumnsV1 = 11;  // as declared in pg_rdma--0.1.sql
+constexpr int kColumns = 13;    // as declared in pg_rdma--0.1--0.2.sql
 
 Datum text_or_null(const char* s, bool& is_null) {
     is_null = s[0] == '\0';
@@ -23,16 +31,32 @@ Datum text_or_null(const char* s, bool& is_null) {
 Datum pg_stat_get_rdma(PG_FUNCTION_ARGS) {
     auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     pg_rdma::server::compat::init_materialized_srf(fcinfo);
+    const int columns = rsinfo->setDesc->natts;
+    if (columns != kColumns && columns != kColumnsV1)
+        ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+                        errmsg("pg_rdma: pg_stat_get_rdma() is declared with %d columns, not %d", columns, kColumns),
+                        errhint("Run ALTER EXTENSION pg_rdma UPDATE.")));
+    // 0.1's declaration is granted to privileged roles only.
+    const bool sees_all = columns == kColumnsV1 || has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS);
 
     for (int i = 0; i < pg_rdma::server::stat_slot_count(); ++i) {
         pg_rdma::server::StatRow r;
         if (!pg_rdma::server::read_stat_slot(i, r)) continue;
         r.client_addr[sizeof r.client_addr - 1] = '\0';
         r.device[sizeof r.device - 1] = '\0';
+        r.reason[sizeof r.reason - 1] = '\0';
+        r.user_name[sizeof r.user_name - 1] = '\0';
 
         Datum values[kColumns];
         bool nulls[kColumns] = {};
         values[0] = Int32GetDatum(r.pid);
+        // Another role's session: its pid, nothing more.
+        if (!sees_all && (r.user_name[0] == '\0' ||
+                          !has_privs_of_role(GetUserId(), get_role_oid(r.user_name, true)))) {
+            for (int c = 1; c < columns; ++c) nulls[c] = true;
+            tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+            continue;
+        }
         nulls[1] = r.client_addr[0] == '\0';
         values[1] = nulls[1] ? Datum{0} : DirectFunctionCall1(inet_in, CStringGetDatum(r.client_addr));
         values[2] = Int32GetDatum(r.client_port);
@@ -44,6 +68,10 @@ Datum pg_stat_get_rdma(PG_FUNCTION_ARGS) {
         values[8] = Int32GetDatum(static_cast<int32>(r.rx_buffer_size));
         values[9] = TimestampTzGetDatum(r.backend_start);
         values[10] = BoolGetDatum(r.failed_over);
+        if (columns == kColumns) {
+            values[11] = BoolGetDatum(r.requested);
+            values[12] = text_or_null(r.reason, nulls[12]);
+        }
         tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
     }
     return Datum{0};

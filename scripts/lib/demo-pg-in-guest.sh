@@ -20,7 +20,8 @@ done
 pg_cluster_init "$(mktemp -d /tmp/pg_rdma-demo.XXXXXX)" "$1"
 pg_cluster_start
 pg_cluster_set_password demo demo
-pg_cluster_psql -c 'create extension pg_rdma' -c 'grant pg_read_all_stats to demo' >/dev/null
+# (Every role sees its own sessions' rows: demo needs no grant.)
+pg_cluster_psql -c 'create extension pg_rdma' >/dev/null
 query="select pid, client_addr, transport, device, protocol_version, bytes_sent, bytes_received
          from pg_stat_rdma where pid = pg_backend_pid()"
 echo "\$ pgrdma psql \"host=$RXE_IP user=demo with_rsocket=true\" -c \"select ... from pg_stat_rdma ...\""
@@ -29,6 +30,9 @@ PGUSER=demo pg_cluster_client "$pgrdma" psql -X -P footer=off \
 echo "\$ psql \"host=$RXE_IP user=demo\" (no with_rsocket: plain TCP, same address)"
 PGUSER=demo pg_cluster_client psql -X -P footer=off -d "host=$RXE_IP dbname=postgres" \
     -c "select pid, transport from pg_stat_rdma where pid = pg_backend_pid()"
+echo "\$ psql -c \"select outcome, sessions from pg_stat_rdma_outcomes where sessions > 0\" (counters that outlive sessions)"
+PGUSER=demo pg_cluster_client psql -X -P footer=off -d "host=$RXE_IP dbname=postgres" \
+    -c "select outcome, sessions from pg_stat_rdma_outcomes where sessions > 0"
 sleep 0.3
 echo "server log, pg_rdma's lines:"
 grep -E 'pg_rdma:' "$(pg_cluster_log)" | sed -E 's/^[0-9-]+ [0-9:.]+ UTC \[[0-9]+\] /  /'

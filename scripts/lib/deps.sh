@@ -9,11 +9,13 @@ PKGS_FUZZ="clang libclang-rt-14-dev"
 PKGS_GUEST="qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2 cpio gzip
   xz-utils rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest nftables"
 PKGS_PG="postgresql-15 postgresql-client-15"
-# Drivers and the pooler the guest tests run over RDMA
-# (libclient/tests/rdma/drivers_test.sh, pgbouncer_test.sh; npm's
-# node-postgres comes from scripts/lib/drivers.sh). Debian enables
-# pgbouncer's own service (127.0.0.1:6432); the tests start their own.
-PKGS_DRIVERS="python3-asyncpg python3-psycopg default-jdk-headless libpostgresql-jdbc-java nodejs pgbouncer"
+# Drivers, the pooler and the metrics exporter the guest tests run
+# (libclient/tests/rdma/drivers_test.sh, pgbouncer_test.sh,
+# server_ext/tests/guest/session_test.sh; npm's node-postgres comes from
+# scripts/lib/drivers.sh). Debian enables pgbouncer's and the exporter's own
+# services (127.0.0.1:6432, :9187); the tests start their own.
+PKGS_DRIVERS="python3-asyncpg python3-psycopg default-jdk-headless libpostgresql-jdbc-java nodejs pgbouncer
+  prometheus-postgres-exporter"
 # Debian roots for the other PostgreSQL majors (scripts/lib/pg_majors.sh).
 PKGS_MAJORS="debootstrap"
 # The Debian packages (scripts/lib/packages.sh).

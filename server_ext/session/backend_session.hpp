@@ -31,6 +31,8 @@ struct PendingRow {
     int protocol_version = 0;
     std::uint32_t rx_buffer_size = 0;
     bool failed_over = false;  // RDMA failed mid-session and the session went on over TCP
+    bool requested = false;    // the client sent an upgrade request
+    char reason[kStatReasonSize] = {};  // why on TCP, when it asked
 };
 
 struct BackendSession {

@@ -10,6 +10,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "server_ext/session/backend_session.hpp"
@@ -21,6 +22,7 @@
 #include "server_ext/settings_gucs.hpp"
 #include "server_ext/setup_gate.hpp"
 #include "server_ext/stat_slots.hpp"
+#include "server_ext/stat_totals.hpp"
 #include "transport/directory.hpp"
 #include "transport/tcp_upgrade.hpp"
 
@@ -36,6 +38,7 @@ constexpr std::size_t kReasonSize = 512;  // bytes of a reason in a log line
 struct Report {
     enum Kind { None, Upgraded, StayedTcp, Declined, NotOffered, NotAccepting, HbaRejects, OverCap, Fatal } kind = None;
     char reason[kReasonSize] = {};
+    int code = 0;  // Declined: the setup's errno value, for the counters
     char device[kStatFieldSize] = {};
     int protocol_version = 0;
     std::uint32_t rx_buffer_size = 0;
@@ -73,7 +76,7 @@ void client_address(char (&host)[NI_MAXHOST], int& port) {
 // Not now: until InitProcess a backend ends with _exit(1) on
 // authentication_timeout or SIGTERM (PostgreSQL's startup-packet handlers),
 // running no exit callback, and a row claimed now would outlive it.
-void track_session(const Report& r, SessionTransport transport) {
+void track_session(const Report& r, SessionTransport transport, bool requested) {
     BackendSession& s = backend_session();
     char host[NI_MAXHOST];
     int port = 0;
@@ -84,6 +87,8 @@ void track_session(const Report& r, SessionTransport transport) {
     snprintf(s.row.device, sizeof s.row.device, "%s", r.device);
     s.row.protocol_version = r.protocol_version;
     s.row.rx_buffer_size = r.rx_buffer_size;
+    s.row.requested = requested;
+    snprintf(s.row.reason, sizeof s.row.reason, "%s", transport == SessionTransport::Tcp ? r.reason : "");
     s.tracked = true;
 }
 
@@ -99,7 +104,7 @@ bool decide(int fd, Report& report) noexcept {
                 s.client_fd = fd;
                 if (offered) {
                     report.kind = Report::StayedTcp;
-                    track_session(report, SessionTransport::Tcp);
+                    track_session(report, SessionTransport::Tcp, false);
                 }
                 s.pending.clear();
                 return true;
@@ -144,8 +149,9 @@ bool decide(int fd, Report& report) noexcept {
             s.phase = SessionPhase::Tcp;
             s.pending.clear();
             report.kind = Report::OverCap;
+            set_reason(report, report.refusal.why);
             if (!send_decline(fd)) set_reason(report, "the decline could not be sent");
-            track_session(report, SessionTransport::Tcp);
+            track_session(report, SessionTransport::Tcp, true);
             return true;
         }
         const RealCalls& real = real_calls();
@@ -174,7 +180,7 @@ bool decide(int fd, Report& report) noexcept {
                 install_output_batching();
                 s.pending.clear();
                 report.kind = Report::Upgraded;
-                track_session(report, SessionTransport::Rdma);
+                track_session(report, SessionTransport::Rdma, true);
                 return true;
             }
             case transport::UpgradeOutcome::TcpSame:
@@ -182,8 +188,9 @@ bool decide(int fd, Report& report) noexcept {
                 s.phase = SessionPhase::Tcp;
                 s.pending.clear();
                 report.kind = Report::Declined;
+                report.code = result.error.code;
                 set_reason(report, result.error.message);
-                track_session(report, SessionTransport::Tcp);
+                track_session(report, SessionTransport::Tcp, true);
                 return true;
             case transport::UpgradeOutcome::TcpReconnect:
             case transport::UpgradeOutcome::Failed: break;
@@ -200,10 +207,29 @@ bool decide(int fd, Report& report) noexcept {
 /* ---- C-style reporting: no C++ object is alive in these frames ---- */
 
 void log_session_end(int, Datum);
+void count_session_bytes(int, Datum);
+
+// What the counters (stat_totals.hpp) count a decision as.
+std::optional<Outcome> outcome_of(const Report& r) {
+    switch (r.kind) {
+        case Report::None: return std::nullopt;
+        case Report::Upgraded: return Outcome::Upgraded;
+        case Report::StayedTcp: return Outcome::NotRequested;
+        case Report::Declined: return classify_fallback(r.code);
+        case Report::NotOffered: return Outcome::NotOffered;
+        case Report::NotAccepting: return Outcome::NotAccepting;
+        case Report::HbaRejects: return Outcome::HbaRejects;
+        case Report::OverCap: return Outcome::OverCap;
+        case Report::Fatal: return Outcome::SetupFailed;
+    }
+    return std::nullopt;
+}
 
 void report_decision(const Report& r) {
     const char* host = MyProcPort->remote_host;
     const char* port = MyProcPort->remote_port;
+    if (const std::optional<Outcome> outcome = outcome_of(r)) count_outcome(*outcome);
+    if (r.kind == Report::Upgraded) count_device_session(r.device);
     switch (r.kind) {
         case Report::None: break;
         case Report::Upgraded:
@@ -259,6 +285,14 @@ void report_decision(const Report& r) {
                             errmsg("pg_rdma: RDMA upgrade failed for host=%s port=%s: %s", host, port, r.reason)));
             break;
     }
+}
+
+// At the end of a session that started on RDMA: its bytes, both
+// transports, under its device (pg_stat_rdma_devices).
+void count_session_bytes(int, Datum) {
+    publish_counters();
+    const BackendSession& s = backend_session();
+    count_device_bytes(s.row.device, s.bytes_sent, s.bytes_received);
 }
 
 void log_session_end(int, Datum) {
@@ -317,6 +351,8 @@ SessionIdentity row_identity(const PendingRow& row) {
     id.protocol_version = row.protocol_version;
     id.rx_buffer_size = row.rx_buffer_size;
     id.failed_over = row.failed_over;
+    id.requested = row.requested;
+    id.reason = row.reason;
     return id;
 }
 
@@ -324,14 +360,17 @@ SessionIdentity row_identity(const PendingRow& row) {
 
 void note_failover() {
     BackendSession& s = backend_session();
+    count_outcome(Outcome::FailedOver);
+    count_device_failover(s.row.device);
     s.row.failed_over = true;
     s.row.transport = SessionTransport::Tcp;
-    if (s.shown) update_stat_identity(row_identity(s.row));
     char reason[kReasonSize];
     {
         const std::string why = s.rdma->connection()->failover_reason();
         snprintf(reason, sizeof reason, "%s", why.empty() ? "unknown" : why.c_str());
     }
+    snprintf(s.row.reason, sizeof s.row.reason, "RDMA failed: %s; the session moved onto TCP", reason);
+    if (s.shown) update_stat_identity(row_identity(s.row));
     // Server log only: this runs inside the backend's own sends, where a
     // message to the client cannot be added. Interrupts held: errfinish()
     // checks for them, and a pending cancel's ERROR would jump out of the
@@ -350,6 +389,7 @@ void claim_pending_row() {
     if (!s.tracked || s.shown) return;
     // As PostgreSQL's own log_disconnections: only for sessions that started.
     on_proc_exit(log_session_end, 0);
+    if (s.rdma) on_proc_exit(count_session_bytes, 0);
     s.shown = claim_stat_slot(row_identity(s.row));
     publish_counters();  // the bytes of the handshake and authentication
 }
@@ -361,6 +401,7 @@ void log_rdma_failure() {
     // PostgreSQL reports itself.
     if (s.row.failed_over || s.rdma->connection()->stats().failed_over) return;
     s.failure_logged = true;
+    count_outcome(Outcome::Failed);
     char reason[kReasonSize];
     {
         const std::string why = s.rdma->connection()->failure_reason();

@@ -1,6 +1,16 @@
 -- The extension's SQL objects, with pg_rdma in shared_preload_libraries
 -- and no RDMA session (this build serves none).
+
+-- A database where 0.1 was installed: its pg_stat_rdma answers with the
+-- new library, and ALTER EXTENSION brings it to the current version.
+CREATE EXTENSION pg_rdma VERSION '0.1';
+SELECT count(*) FROM pg_stat_rdma;
+ALTER EXTENSION pg_rdma UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'pg_rdma';
+DROP EXTENSION pg_rdma;
+
 CREATE EXTENSION pg_rdma;
+SELECT extversion FROM pg_extension WHERE extname = 'pg_rdma';
 
 -- pg_stat_rdma has the documented columns and types.
 SELECT attname, format_type(atttypid, atttypmod) AS type
@@ -10,6 +20,25 @@ ORDER BY attnum;
 
 -- Only live sessions are shown, and there are none.
 SELECT count(*) FROM pg_stat_rdma;
+
+-- The cumulative counters: a row for every outcome, none counted yet
+-- (these sessions come over a Unix-domain socket, not a pg_rdma address).
+SELECT attname, format_type(atttypid, atttypmod) AS type
+FROM pg_attribute
+WHERE attrelid = 'pg_stat_rdma_outcomes'::regclass AND attnum > 0
+ORDER BY attnum;
+SELECT outcome, sessions, last_at IS NULL AS never, stats_reset IS NOT NULL AS has_reset
+FROM pg_stat_rdma_outcomes;
+SELECT attname, format_type(atttypid, atttypmod) AS type
+FROM pg_attribute
+WHERE attrelid = 'pg_stat_rdma_devices'::regclass AND attnum > 0
+ORDER BY attnum;
+SELECT count(*) FROM pg_stat_rdma_devices;
+-- The reset moves stats_reset on.
+SELECT stats_reset AS before_reset FROM pg_stat_rdma_outcomes LIMIT 1 \gset
+SELECT pg_stat_reset_rdma();
+SELECT bool_and(stats_reset > :'before_reset') AS reset_later, sum(sessions) AS sessions
+FROM pg_stat_rdma_outcomes;
 
 -- The parameters, their units, defaults and contexts.
 SELECT name, setting, unit, boot_val, min_val, max_val, context
@@ -43,15 +72,21 @@ SHOW pg_rdma.no_such_setting;
 -- Loading the module again in a backend is harmless (it is preloaded).
 LOAD 'pg_rdma';
 
--- The rows hold client addresses: not for every role.
+-- Every role may read the views (a row of another role's session shows
+-- its pid alone without pg_read_all_stats: tested with live sessions in
+-- the guest); resetting the counters is for superusers and whom they grant.
 CREATE ROLE regress_rdma_reader;
 SET ROLE regress_rdma_reader;
 SELECT count(*) FROM pg_stat_rdma;
+SELECT count(*) > 0 AS outcomes FROM pg_stat_rdma_outcomes;
+SELECT count(*) FROM pg_stat_rdma_devices;
+SELECT pg_stat_reset_rdma();
 RESET ROLE;
-GRANT pg_read_all_stats TO regress_rdma_reader;
+GRANT EXECUTE ON FUNCTION pg_stat_reset_rdma() TO regress_rdma_reader;
 SET ROLE regress_rdma_reader;
-SELECT count(*) FROM pg_stat_rdma;
+SELECT pg_stat_reset_rdma();
 RESET ROLE;
+REVOKE EXECUTE ON FUNCTION pg_stat_reset_rdma() FROM regress_rdma_reader;
 DROP ROLE regress_rdma_reader;
 
 DROP EXTENSION pg_rdma;

@@ -1,6 +1,6 @@
 # Sourced by the server_ext test scripts. stage_install WORK SO SRC builds
 # WORK/stage, a copy of the PostgreSQL 15 installation layout in which the
-# built pg_rdma.so, pg_rdma.control and pg_rdma--0.1.sql replace installed
+# built pg_rdma.so, pg_rdma.control and the pg_rdma--*.sql scripts replace installed
 # ones, and sets STAGE_BIN to its bindir.
 #
 # Why: PostgreSQL 15 has no setting for the extension directory; it is
@@ -42,7 +42,7 @@ stage_install() {
     link_all "$PG_SHAREDIR/extension" "$stage$PG_SHAREDIR/extension"
     link_all "$PG_PKGLIBDIR" "$stage$PG_PKGLIBDIR"
     rm -f "$stage$PG_SHAREDIR/extension"/pg_rdma* "$stage$PG_PKGLIBDIR/pg_rdma.so"
-    cp "$src/pg_rdma.control" "$src/pg_rdma--0.1.sql" "$stage$PG_SHAREDIR/extension/"
+    cp "$src/pg_rdma.control" "$src"/pg_rdma--*.sql "$stage$PG_SHAREDIR/extension/"
     cp "$so" "$stage$PG_PKGLIBDIR/pg_rdma.so"
     if [ "$(id -u)" = 0 ]; then chown -R postgres "$work"; fi
     STAGE_BIN=$stage$PG_BINDIR

@@ -109,6 +109,15 @@ out=$(rpsql "with_rsocket=require" 2>&1) && fail "with_rsocket=require connected
 grep -q "with_rsocket=require: RDMA is not possible" <<<"$out" || fail "require under a low memlock limit: $out"
 grep -q "RLIMIT_MEMLOCK is 256 KiB" "$log" || fail "the server's log does not name the memlock limit"
 [ "$(upgraded)" = "$before" ] || fail "a session was upgraded under a 256 KiB memlock limit"
+# Where a DBA looks: the counters name the cause, and so does the row of a
+# session that fell back.
+pg_cluster_psql -c 'create extension if not exists pg_rdma' >/dev/null
+memlock=$(pg_cluster_psql -c "select sessions from pg_stat_rdma_outcomes where outcome = 'memlock'")
+[ "$memlock" -ge 2 ] ||
+    fail "pg_stat_rdma_outcomes counts $memlock memlock fallback(s) after 2: $(pg_cluster_psql -c 'select * from pg_stat_rdma_outcomes where sessions > 0')"
+out=$(PGUSER=app pg_cluster_client env LD_PRELOAD="$so" psql -X -At -d "dbname=postgres with_rsocket=true" \
+    -c 'select requested, reason from pg_stat_rdma where pid = pg_backend_pid()' 2>/dev/null) || fail "$out"
+grep -q '^t|RLIMIT_MEMLOCK is 256 KiB' <<<"$out" || fail "pg_stat_rdma's row of a session under the low limit: $out"
 drop_in=$PG_RDMA_ROOT/conf/systemd/postgresql@.service.d/pg_rdma.conf
 limit=$(sed -n 's/^LimitMEMLOCK=//p' "$drop_in")
 [ "$limit" = infinity ] || fail "conf/systemd's drop-in sets LimitMEMLOCK=$limit"

@@ -131,9 +131,15 @@ grep -q 'DETAIL:  .*pg_rdma.max_unauthenticated_sessions' "$log" || fail "the de
 echo "ok: $STRANGERS strangers at a server capped at $CAP: $rdma on RDMA, $tcp declined, $((peak - before)) kB pinned, $lines log line(s)"
 for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
 wait 2>/dev/null || true
+pg_cluster_psql -c 'create extension pg_rdma' >/dev/null
+# The counters saw each decline for the cap (a stranger on TCP for another
+# reason would be counted under it instead).
+over_cap=$(pg_cluster_psql -c "select sessions from pg_stat_rdma_outcomes where outcome = 'over_cap'")
+[ "$over_cap" -ge 1 ] && [ "$over_cap" -le "$tcp" ] ||
+    fail "pg_stat_rdma_outcomes counts $over_cap over_cap for $tcp declined: $(pg_cluster_psql -c 'select * from pg_stat_rdma_outcomes where sessions > 0')"
+echo "ok: pg_stat_rdma_outcomes: $(pg_cluster_psql -c "select string_agg(outcome || '=' || sessions, ' ') from pg_stat_rdma_outcomes where sessions > 0")"
 # Their places are given back (the backends end at the client's close or
 # at authentication_timeout): a real client gets RDMA again.
-pg_cluster_psql -c 'create extension pg_rdma' >/dev/null
 me="select transport from pg_stat_rdma where pid = pg_backend_pid()"
 on_rdma() { [ "$(pg_cluster_client "$pgrdma" psql -X -At -d "dbname=postgres with_rsocket=true" -c "$me" 2>/dev/null)" = rdma ]; }
 wait_for 90 on_rdma || fail "after the strangers left, a client did not get RDMA: $(pg_cluster_client "$pgrdma" psql -X -At -d "dbname=postgres with_rsocket=require" -c "$me" 2>&1)"

@@ -72,6 +72,30 @@ out=$(rdma --tcp "select transport from pg_stat_rdma where pid = pg_backend_pid(
 [ "$out" = tcp ] || fail "pg_stat_rdma for the TCP session: '$out'"
 echo "ok: the same address serves TCP"
 
+# 2b. Whether the client asked and, on TCP, why; who sees which row.
+out=$(rdma "select requested, reason is null from pg_stat_rdma where pid = pg_backend_pid()") || fail "$out"
+[ "$out" = "t|t" ] || fail "pg_stat_rdma's requested/reason for an RDMA session: '$out'"
+out=$(rdma --tcp "select requested, reason is null from pg_stat_rdma where pid = pg_backend_pid()") || fail "$out"
+[ "$out" = "f|t" ] || fail "pg_stat_rdma's requested/reason for a session that did not ask: '$out'"
+sql -c 'create role regress_rdma_user login' >/dev/null
+rdma "select pg_sleep(30)" >"$work/other.out" 2>&1 &
+other=$!
+sleeper 'select pg_sleep(30)'
+as_user() { "$probe" "$IP" "$PORT" regress_rdma_user postgres "$@"; }
+# Its own row in full; the postgres session's row with its pid alone.
+seen="select (select transport || '|' || device || '|' || (client_addr = inet_client_addr())::text
+               from pg_stat_rdma where pid = pg_backend_pid()),
+              (select coalesce(transport, 'hidden') || '|' || (client_addr is null)::text
+               from pg_stat_rdma where pid = $pid)"
+out=$(as_user "$seen") || fail "a plain role reading pg_stat_rdma: $out"
+[ "$out" = "rdma|$DEV|true|hidden|true" ] || fail "a plain role sees in pg_stat_rdma: '$out'"
+sql -c 'grant pg_read_all_stats to regress_rdma_user' >/dev/null
+out=$(as_user "$seen") || fail "a pg_read_all_stats role reading pg_stat_rdma: $out"
+[ "$out" = "rdma|$DEV|true|rdma|false" ] || fail "a pg_read_all_stats role sees in pg_stat_rdma: '$out'"
+sql -c "select pg_cancel_backend($pid)" >/dev/null
+wait "$other" 2>/dev/null || true
+echo "ok: pg_stat_rdma says whether the client asked; a plain role sees its own row, another role's only by its pid, all of them with pg_read_all_stats"
+
 # 3. Large results (the backend blocks in send and waits for EPOLLOUT) and
 #    many queries in one session; counters are live.
 out=$(rdma "select md5(string_agg(repeat(chr(65 + g % 26), 1000), '')) from generate_series(1, 20000) g") ||
@@ -86,6 +110,32 @@ rdma "select repeat('x', 4000000) from generate_series(1, 5)" \
 big=$(rdma "select repeat('y', 30000000)" | wc -c) || fail "a 30 MB row failed"
 [ "$big" = 30000001 ] || fail "a 30 MB row arrived with $big bytes"
 echo "ok: large results over RDMA arrive whole; counters grow during the session"
+
+# 3b. The cumulative counters: every session so far counted by how it
+#     started, and the bytes of the RDMA sessions that ended under rxe0.
+counted() { sql -c "select sessions from pg_stat_rdma_outcomes where outcome = '$1'"; }
+[ "$(counted upgraded)" -ge 7 ] && [ "$(counted not_requested)" -ge 2 ] ||
+    fail "pg_stat_rdma_outcomes after 7 RDMA and 2 TCP sessions: $(sql -c 'select * from pg_stat_rdma_outcomes where sessions > 0')"
+device_bytes() { [ "$(sql -c "select sessions >= 7 and bytes_sent > 45000000 and bytes_received > 0 from pg_stat_rdma_devices where device = '$DEV'")" = t ]; }
+wait_for 10 device_bytes || fail "pg_stat_rdma_devices: $(sql -c 'select * from pg_stat_rdma_devices')"
+# Prometheus' postgres_exporter (Debian's) with conf/postgres_exporter.yml.
+exporter_at=127.0.0.1:9188
+as_pg env DATA_SOURCE_NAME="host=$work port=$PORT user=postgres dbname=postgres sslmode=disable" \
+    prometheus-postgres-exporter --extend.query-path="$src/../conf/postgres_exporter.yml" --disable-default-metrics \
+    --disable-settings-metrics --web.listen-address="$exporter_at" >"$work/exporter.log" 2>&1 &
+stop_exporter() { pkill -f "web.listen-address=$exporter_at" 2>/dev/null || true; }
+trap 'stop_exporter; stop; rm -rf "$work"' EXIT
+scrape() {
+    python3 -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen('http://$exporter_at/metrics', timeout=10).read().decode())" \
+        >"$work/metrics" 2>/dev/null &&
+        grep -q '^pg_rdma_outcomes_sessions{.*outcome="upgraded".*} [1-9]' "$work/metrics"
+}
+wait_for 60 scrape || fail "postgres_exporter with conf/postgres_exporter.yml: $(grep pg_rdma "$work/metrics"; cat "$work/exporter.log")"
+grep -q "^pg_rdma_devices_bytes_sent{.*device=\"$DEV\".*} [1-9]" "$work/metrics" ||
+    fail "postgres_exporter has no bytes for $DEV: $(grep pg_rdma_devices "$work/metrics")"
+stop_exporter
+echo "ok: postgres_exporter exports them with conf/postgres_exporter.yml: $(grep -c '^pg_rdma_' "$work/metrics") series"
+echo "ok: pg_stat_rdma_outcomes and pg_stat_rdma_devices count the sessions and their bytes: $(sql -c "select string_agg(outcome || '=' || sessions, ' ') from pg_stat_rdma_outcomes where sessions > 0"); $(sql -c "select device || ': ' || sessions || ' sessions, ' || bytes_sent || ' bytes sent' from pg_stat_rdma_devices")"
 
 # 4. An idle client (no call into the transport for 25 s, longer than the
 #    keepalive timeout) keeps its session, and the idle backend sleeps.
