@@ -5,10 +5,12 @@
 
 -- pg_stat_rdma says whether the client asked for RDMA and, on TCP, why;
 -- every role sees its own sessions' rows (the function hides the details
--- of other roles' sessions from roles without pg_read_all_stats).
-DROP VIEW pg_stat_rdma;
-DROP FUNCTION pg_stat_get_rdma();
-CREATE FUNCTION pg_stat_get_rdma(
+-- of other roles' sessions from roles without pg_read_all_stats). A
+-- function's columns cannot change in place, so the view moves to a new
+-- one (the same C function, which answers either declaration); CREATE OR
+-- REPLACE VIEW only appends columns, so views and functions a site built
+-- on pg_stat_rdma, and its grants, stay.
+CREATE FUNCTION pg_stat_get_rdma_sessions(
     OUT pid int4,
     OUT client_addr inet,
     OUT client_port int4,
@@ -27,8 +29,9 @@ RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'pg_stat_get_rdma'
 LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
 
-CREATE VIEW pg_stat_rdma AS
-    SELECT * FROM pg_stat_get_rdma();
+CREATE OR REPLACE VIEW pg_stat_rdma AS
+    SELECT * FROM pg_stat_get_rdma_sessions();
+DROP FUNCTION pg_stat_get_rdma();
 GRANT SELECT ON pg_stat_rdma TO PUBLIC;
 
 -- How sessions on pg_rdma addresses came out since the counters were last

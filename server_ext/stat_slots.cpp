@@ -95,6 +95,7 @@ void set_identity(StatRow& r, const SessionIdentity& id) {
     r.failed_over = id.failed_over;
     r.requested = id.requested;
     copy_cut(r.reason, id.reason);
+    r.role = id.role;
 }
 
 void release_at_exit(int, Datum) { release_stat_slot(); }
@@ -131,8 +132,6 @@ bool claim_stat_slot(const SessionIdentity& identity) {
         std::memset(&r, 0, sizeof r);
         set_identity(r, identity);
         r.backend_start = MyStartTimestamp;
-        // Authenticated by now (row_claim.cpp): the role the session runs as.
-        if (MyProcPort != nullptr && MyProcPort->user_name != nullptr) copy_cut(r.user_name, MyProcPort->user_name);
         r.pid = MyProcPid;
     });
     return true;

@@ -29,6 +29,7 @@ struct SessionIdentity {
     bool failed_over = false;       // began on RDMA, moved onto TCP when it failed
     bool requested = false;         // the client sent an upgrade request
     std::string_view reason;        // why the session is on TCP; empty on RDMA or when not asked
+    std::uint32_t role = 0;         // the session's role (Oid); 0 until authenticated
 };
 
 // Called from _PG_init: chains shmem_request_hook and shmem_startup_hook.
@@ -59,7 +60,7 @@ struct StatRow {
     bool failed_over;
     bool requested;
     char reason[kStatReasonSize];
-    char user_name[kStatFieldSize];  // the session's role, as the client named it (NAMEDATALEN fits)
+    std::uint32_t role;  // Oid of the session's role, for who may see the row; 0 when unknown
 };
 int stat_slot_count();
 // false when slot `index` holds no live session. May raise a PostgreSQL

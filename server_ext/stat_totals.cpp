@@ -86,9 +86,10 @@ void startup_shmem() {
 SharedDevice* device_row(std::string_view device) {
     if (shared == nullptr || device.empty()) return nullptr;
     device = device.substr(0, kDeviceNameSize - 1);
-    auto matches = [&](const SharedDevice& d) {
-        return pg_atomic_read_u32(const_cast<pg_atomic_uint32*>(&d.named)) != 0 &&
-               std::string_view(d.name, strnlen(d.name, sizeof d.name)) == device;
+    auto matches = [&](SharedDevice& d) {
+        if (pg_atomic_read_u32(&d.named) == 0) return false;
+        pg_read_barrier();  // the name was written before `named`
+        return std::string_view(d.name, strnlen(d.name, sizeof d.name)) == device;
     };
     for (SharedDevice& d : shared->devices)
         if (matches(d)) return &d;
@@ -125,7 +126,11 @@ void count_outcome(Outcome outcome) {
     const auto i = static_cast<std::size_t>(outcome);
     if (shared == nullptr || i >= kOutcomeCount) return;
     pg_atomic_fetch_add_u64(&shared->outcomes[i].sessions, 1);
-    pg_atomic_write_u64(&shared->outcomes[i].last_at, static_cast<std::uint64_t>(GetCurrentTimestamp()));
+    // Only ever forward: two backends may count at once.
+    const auto now = static_cast<std::uint64_t>(GetCurrentTimestamp());
+    std::uint64_t last = pg_atomic_read_u64(&shared->outcomes[i].last_at);
+    while (last < now && !pg_atomic_compare_exchange_u64(&shared->outcomes[i].last_at, &last, now)) {
+    }
 }
 
 void count_device_session(std::string_view device) {

@@ -33,7 +33,9 @@ void reset_stat_totals();
 
 // For the views: plain copies (each field read atomically, not the whole
 // set at one instant, as PostgreSQL's own views read theirs).
-inline constexpr std::size_t kMaxDevices = 16;  // rows of device counters; more devices share none
+// Rows of device counters: a 17th device's sessions are counted in
+// pg_stat_rdma_outcomes but in no device row.
+inline constexpr std::size_t kMaxDevices = 16;
 inline constexpr std::size_t kDeviceNameSize = 64;  // bytes, NUL included
 struct OutcomeTotals {
     std::uint64_t sessions;

@@ -1,12 +1,12 @@
 // pg_stat_get_rdma(): the set-returning function behind the pg_stat_rdma
 // view. One row per live slot (stat_slots.hpp).
 //
-// Two declarations meet this one function: 0.1's eleven columns, revoked
-// from PUBLIC, until ALTER EXTENSION pg_rdma UPDATE; 0.2's thirteen
-// (pg_rdma--0.1--0.2.sql), open to every role, which sees its own
-// sessions' details as pg_stat_activity shows them, and other roles' only
-// with pg_read_all_stats (else their pid alone). The declared row type
-// says which is asked for.
+// Two declarations meet this one function: 0.1's pg_stat_get_rdma(), eleven
+// columns, revoked from PUBLIC, until ALTER EXTENSION pg_rdma UPDATE; 0.2's
+// pg_stat_get_rdma_sessions(), thirteen (pg_rdma--0.1--0.2.sql), open to
+// every role, which sees its own sessions' details as pg_stat_activity
+// shows them, and other roles' only with pg_read_all_stats (else their pid
+// alone). The declared row type says which is asked for.
 #include "server_ext/stat_slots.hpp"
 
 #include "server_ext/pg_headers.hpp"
@@ -34,7 +34,7 @@ Datum pg_stat_get_rdma(PG_FUNCTION_ARGS) {
     const int columns = rsinfo->setDesc->natts;
     if (columns != kColumns && columns != kColumnsV1)
         ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
-                        errmsg("pg_rdma: pg_stat_get_rdma() is declared with %d columns, not %d", columns, kColumns),
+                        errmsg("pg_rdma: pg_stat_rdma's function is declared with %d columns, not %d", columns, kColumns),
                         errhint("Run ALTER EXTENSION pg_rdma UPDATE.")));
     // 0.1's declaration is granted to privileged roles only.
     const bool sees_all = columns == kColumnsV1 || has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS);
@@ -45,14 +45,12 @@ Datum pg_stat_get_rdma(PG_FUNCTION_ARGS) {
         r.client_addr[sizeof r.client_addr - 1] = '\0';
         r.device[sizeof r.device - 1] = '\0';
         r.reason[sizeof r.reason - 1] = '\0';
-        r.user_name[sizeof r.user_name - 1] = '\0';
 
         Datum values[kColumns];
         bool nulls[kColumns] = {};
         values[0] = Int32GetDatum(r.pid);
         // Another role's session: its pid, nothing more.
-        if (!sees_all && (r.user_name[0] == '\0' ||
-                          !has_privs_of_role(GetUserId(), get_role_oid(r.user_name, true)))) {
+        if (!sees_all && (r.role == InvalidOid || !has_privs_of_role(GetUserId(), static_cast<Oid>(r.role)))) {
             for (int c = 1; c < columns; ++c) nulls[c] = true;
             tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
             continue;

@@ -1,10 +1,13 @@
 #include "libclient/preload/conn_policy.hpp"
 
 #include <array>
+#include <list>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
+
+#include "libclient/preload/libpq_calls.hpp"
 
 namespace pg_rdma::client {
 namespace {
@@ -13,9 +16,13 @@ namespace {
 // erased, so an answer's characters stay where a caller was told they are.
 struct Record {
     PolicyChoice choice;
+    const LibpqCalls* calls = nullptr;  // the libpq copy that made the PGconn
     std::string fallback;  // the last attempt's reason for staying on TCP
     std::string rule;      // what a servers file rule asked for
-    std::array<std::string, kAnswerSlots> answers;
+    // Every answer given, kept until PQfinish: a caller may hold an earlier
+    // one (after a failover or PQreset the answer changes). A few short
+    // strings per slot at most.
+    std::array<std::list<std::string>, kAnswerSlots> answers;
 };
 
 std::mutex g_mutex;
@@ -37,7 +44,8 @@ std::optional<PolicyChoice> choice_of(const PGconn* conn) {
     // Registered whatever it asks for, off included: a connection that said
     // with_rsocket=false must stay plain in every later PQconnectPoll too.
     if (t_start_depth == 0 || t_start_choice == nullptr) return std::nullopt;
-    map.emplace(conn, Record{*t_start_choice, {}, {}, {}});
+    // Registered inside a wrapper, which has set the caller's libpq.
+    map.emplace(conn, Record{*t_start_choice, &libpq(), {}, {}, {}});
     return *t_start_choice;
 }
 
@@ -76,6 +84,13 @@ void note_rule(const PGconn* conn, std::string_view value) noexcept {
     }
 }
 
+const LibpqCalls* calls_of(const PGconn* conn) {
+    std::lock_guard lock(g_mutex);
+    auto& map = registry();
+    auto it = map.find(conn);
+    return it != map.end() ? it->second.calls : nullptr;
+}
+
 std::optional<std::string> rule_of(const PGconn* conn) {
     std::lock_guard lock(g_mutex);
     auto& map = registry();
@@ -89,10 +104,10 @@ const char* keep_answer(const PGconn* conn, std::size_t slot, std::string_view a
         auto& map = registry();
         auto it = map.find(conn);
         if (it == map.end() || slot >= kAnswerSlots) return nullptr;
-        std::string& kept = it->second.answers[slot];
-        // An unchanged answer keeps its characters where they were.
-        if (kept != answer) kept.assign(answer);
-        return kept.c_str();
+        std::list<std::string>& kept = it->second.answers[slot];
+        for (const std::string& earlier : kept)
+            if (earlier == answer) return earlier.c_str();
+        return kept.emplace_back(answer).c_str();
     } catch (...) {
         return nullptr;
     }

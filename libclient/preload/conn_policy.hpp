@@ -15,8 +15,8 @@
 
 #include <libpq-fe.h>
 
-#include <optional>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -57,9 +57,13 @@ std::optional<std::string> fallback_of(const PGconn* conn);
 // or "require") when the rule decided (PolicyChoice::servers_file_decides).
 void note_rule(const PGconn* conn, std::string_view value) noexcept;
 std::optional<std::string> rule_of(const PGconn* conn);
+// The libpq copy whose wrapper registered the PGconn; nullptr for one no
+// wrapper of ours started.
+struct LibpqCalls;
+const LibpqCalls* calls_of(const PGconn* conn);
 // Keeps `answer` with the PGconn's record in slot `slot` (< kAnswerSlots)
-// and returns its characters, which stay valid until the slot's answer
-// changes or PQfinish: what PQrdmaAttribute hands out. nullptr for a
+// and returns its characters, which stay valid until PQfinish (every
+// distinct answer is kept): what PQrdmaAttribute hands out. nullptr for a
 // PGconn no wrapper of ours started.
 constexpr std::size_t kAnswerSlots = 4;
 const char* keep_answer(const PGconn* conn, std::size_t slot, std::string_view answer) noexcept;

@@ -17,10 +17,10 @@
  *   "reason"     why the session is not on RDMA: the fallback's reason as
  *                the warning on stderr said it, "not asked for: ...", or
  *                "the session moved to TCP: ..." after a failure
- * A string returned stays valid until the connection is finished or the
- * same attribute's answer changes (after PQreset). Connections a program
- * started around the library's wrappers (libpq called through dlsym or
- * ctypes) answer PQrdmaInUse only.
+ * A string returned stays valid until PQfinish, as PQsslAttribute's do.
+ * Connections a program started around the library's wrappers (libpq
+ * called through dlsym or ctypes) answer PQrdmaInUse only. Build with
+ * -I$(pg_config --includedir) (libpq-dev's libpq-fe.h).
  */
 #ifndef LIBPQ_RDMA_H
 #define LIBPQ_RDMA_H

@@ -106,16 +106,30 @@ using namespace pg_rdma::client;
 
 extern "C" {
 
+namespace {
+
+// The libpq that made `conn` (a process may hold several copies), else the
+// caller's.
+const LibpqCalls* libpq_of(const PGconn* conn, const void* caller) noexcept {
+    try {
+        if (const LibpqCalls* made = calls_of(conn)) return made;
+    } catch (...) {
+    }
+    return libpq_for(caller);
+}
+
+}  // namespace
+
 __attribute__((visibility("default"))) int PQrdmaInUse(const PGconn* conn) {
     if (conn == nullptr) return 0;
-    const LibpqCalls* pq = libpq_for(__builtin_return_address(0));
+    const LibpqCalls* pq = libpq_of(conn, __builtin_return_address(0));
     if (pq == nullptr || pq->PQsocket == nullptr) return 0;
     return status_of(*pq, conn).rdma ? 1 : 0;
 }
 
 __attribute__((visibility("default"))) const char* PQrdmaAttribute(const PGconn* conn, const char* attribute_name) {
     if (conn == nullptr || attribute_name == nullptr) return nullptr;
-    const LibpqCalls* pq = libpq_for(__builtin_return_address(0));
+    const LibpqCalls* pq = libpq_of(conn, __builtin_return_address(0));
     if (pq == nullptr || pq->PQsocket == nullptr) return nullptr;
     for (std::size_t slot = 0; slot < kAnswerSlots; ++slot) {
         if (std::strcmp(attribute_name, kNames[slot]) != 0) continue;

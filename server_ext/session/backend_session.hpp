@@ -33,6 +33,7 @@ struct PendingRow {
     bool failed_over = false;  // RDMA failed mid-session and the session went on over TCP
     bool requested = false;    // the client sent an upgrade request
     char reason[kStatReasonSize] = {};  // why on TCP, when it asked
+    std::uint32_t role = 0;             // the authenticated role's Oid (claim_pending_row)
 };
 
 struct BackendSession {
@@ -57,8 +58,9 @@ BackendSession& backend_session() noexcept;
 bool start_session(int fd);
 
 // Claims the pg_stat_rdma row of a tracked session (row_claim.cpp calls it
-// once the session is authenticated) and publishes its counters so far.
-void claim_pending_row();
+// once the session is authenticated as `role`, an Oid: who may see the
+// row's details) and publishes its counters so far.
+void claim_pending_row(std::uint32_t role);
 
 // After a failed read or write on the RDMA connection: logs why, once.
 void log_rdma_failure();

@@ -23,7 +23,11 @@ void on_client_authenticated(Port* port, int status) {
     // such as auth_delay makes a failed login wait).
     leave_setup_gate();
     if (previous_hook != nullptr) previous_hook(port, status);
-    if (status == STATUS_OK) claim_pending_row();
+    // The role by its Oid, as pg_stat_activity keeps it: a rename, or a
+    // new role under an old name, changes nothing of who may see the row.
+    // Inside InitPostgres's startup transaction: the catalog is readable.
+    if (status == STATUS_OK)
+        claim_pending_row(port->user_name != nullptr ? get_role_oid(port->user_name, true) : InvalidOid);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // PostgreSQL errors are raised only from the small C-style functions at the
 // bottom, which hold no C++ object: the deciding code fills a Report and
 // returns, then the report is made.
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <netdb.h>
@@ -125,7 +126,13 @@ bool decide(int fd, Report& report) noexcept {
             s.phase = SessionPhase::Tcp;
             s.pending.clear();
             report.kind = offered ? Report::NotAccepting : Report::NotOffered;
-            if (!send_decline(fd)) set_reason(report, "the decline could not be sent");
+            const char* why = offered ? "" : "this address is not in pg_rdma.listen_addresses";
+            set_reason(report, why);
+            if (!send_decline(fd))
+                set_reason(report, std::string(why) + (offered ? "" : "; ") + "the decline could not be sent");
+            // The client asked on an address without RDMA: its session gets
+            // a row that says so (a refused one never reaches its row).
+            if (!offered) track_session(report, SessionTransport::Tcp, true);
             return true;
         }
         // An address no line of pg_hba.conf could admit: PostgreSQL will
@@ -256,9 +263,7 @@ void report_decision(const Report& r) {
                                  host, port, r.reason[0] != '\0' ? "; " : "", r.reason)));
             break;
         case Report::NotOffered:
-            ereport(LOG, (errmsg("pg_rdma: declined an RDMA upgrade from host=%s port=%s: this address is not in "
-                                 "pg_rdma.listen_addresses%s%s",
-                                 host, port, r.reason[0] != '\0' ? "; " : "", r.reason)));
+            ereport(LOG, (errmsg("pg_rdma: declined an RDMA upgrade from host=%s port=%s: %s", host, port, r.reason)));
             break;
         case Report::HbaRejects:
         case Report::OverCap:
@@ -353,6 +358,7 @@ SessionIdentity row_identity(const PendingRow& row) {
     id.failed_over = row.failed_over;
     id.requested = row.requested;
     id.reason = row.reason;
+    id.role = row.role;
     return id;
 }
 
@@ -384,15 +390,29 @@ void note_failover() {
     RESUME_INTERRUPTS();
 }
 
-void claim_pending_row() {
+void claim_pending_row(std::uint32_t role) {
     BackendSession& s = backend_session();
     if (!s.tracked || s.shown) return;
+    s.row.role = role;
     // As PostgreSQL's own log_disconnections: only for sessions that started.
     on_proc_exit(log_session_end, 0);
     if (s.rdma) on_proc_exit(count_session_bytes, 0);
     s.shown = claim_stat_slot(row_identity(s.row));
     publish_counters();  // the bytes of the handshake and authentication
 }
+
+namespace {
+
+// Whether the client's TCP connection is closed or reset too: its process
+// ended (killed, crashed) rather than its RDMA link failing. Looked at
+// with poll, never read (poll is not one of the calls pg_rdma takes over).
+bool tcp_peer_gone(int fd) {
+    if (fd < 0) return false;
+    pollfd p{fd, POLLIN | POLLRDHUP, 0};
+    return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+}  // namespace
 
 void log_rdma_failure() {
     BackendSession& s = backend_session();
@@ -401,7 +421,7 @@ void log_rdma_failure() {
     // PostgreSQL reports itself.
     if (s.row.failed_over || s.rdma->connection()->stats().failed_over) return;
     s.failure_logged = true;
-    count_outcome(Outcome::Failed);
+    count_outcome(tcp_peer_gone(s.client_fd) ? Outcome::Vanished : Outcome::Failed);
     char reason[kReasonSize];
     {
         const std::string why = s.rdma->connection()->failure_reason();

@@ -3,11 +3,19 @@
 
 -- A database where 0.1 was installed: its pg_stat_rdma answers with the
 -- new library, and ALTER EXTENSION brings it to the current version.
+-- A view of the site's own on pg_stat_rdma, and a grant, survive it.
 CREATE EXTENSION pg_rdma VERSION '0.1';
 SELECT count(*) FROM pg_stat_rdma;
+CREATE VIEW regress_rdma_sessions AS SELECT pid, transport FROM pg_stat_rdma;
+CREATE ROLE regress_rdma_monitor;
+GRANT SELECT ON pg_stat_rdma TO regress_rdma_monitor;
 ALTER EXTENSION pg_rdma UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'pg_rdma';
+SELECT count(*) FROM regress_rdma_sessions;
+SELECT has_table_privilege('regress_rdma_monitor', 'pg_stat_rdma', 'SELECT') AS monitor_keeps_its_grant;
+DROP VIEW regress_rdma_sessions;
 DROP EXTENSION pg_rdma;
+DROP ROLE regress_rdma_monitor;
 
 CREATE EXTENSION pg_rdma;
 SELECT extversion FROM pg_extension WHERE extname = 'pg_rdma';

@@ -203,9 +203,12 @@ int main(int argc, char** argv) {
     }
     PGresult* r = PQexec(c, "select 42");
     const bool ok = PQresultStatus(r) == PGRES_TUPLES_OK;
-    if (ok) std::printf("%s\n", PQgetvalue(r, 0, 0));
-    if (ok) print_rdma_status(c);
-    else std::fprintf(stderr, "%s", PQerrorMessage(c));
+    if (ok) {
+        std::printf("%s\n", PQgetvalue(r, 0, 0));
+        print_rdma_status(c);
+    } else {
+        std::fprintf(stderr, "%s", PQerrorMessage(c));
+    }
     PQclear(r);
     bool async_ok = true;
     if (ok && async) {

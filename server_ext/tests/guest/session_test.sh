@@ -18,7 +18,8 @@ stop() { as_pg "$STAGE_BIN/pg_ctl" -D "$data" -m fast -t 30 stop >/dev/null 2>&1
 trap 'stop; rm -rf "$work"' EXIT
 stage_install "$work" "$so" "$src"
 as_pg "$STAGE_BIN/initdb" -D "$data" -A trust -U postgres --no-locale >/dev/null
-printf '%s\n' "port = $PORT" "unix_socket_directories = '$work'" "listen_addresses = ''" \
+# 127.0.0.1: a TCP address without RDMA (not in pg_rdma.listen_addresses).
+printf '%s\n' "port = $PORT" "unix_socket_directories = '$work'" "listen_addresses = '127.0.0.1'" \
     "shared_preload_libraries = 'pg_rdma'" "pg_rdma.listen_addresses = '$IP'" \
     "log_connections = on" "log_disconnections = on" | as_pg tee -a "$data/postgresql.conf" >/dev/null
 echo "host all all $IP/32 trust" | as_pg tee -a "$data/pg_hba.conf" >/dev/null
@@ -41,6 +42,8 @@ sleeper() {
 }
 
 sql -c 'create extension pg_rdma' >/dev/null
+# The counters from here on (3b counts them).
+sql -c 'select pg_stat_reset_rdma()' >/dev/null
 started=$(sql -c 'select pg_postmaster_start_time()')
 
 # 1. A session over RDMA: the view and the log say so, pg_hba saw the real
@@ -77,6 +80,13 @@ out=$(rdma "select requested, reason is null from pg_stat_rdma where pid = pg_ba
 [ "$out" = "t|t" ] || fail "pg_stat_rdma's requested/reason for an RDMA session: '$out'"
 out=$(rdma --tcp "select requested, reason is null from pg_stat_rdma where pid = pg_backend_pid()") || fail "$out"
 [ "$out" = "f|t" ] || fail "pg_stat_rdma's requested/reason for a session that did not ask: '$out'"
+out=$("$probe" 127.0.0.1 "$PORT" postgres postgres --prefer \
+    "select transport, requested, reason from pg_stat_rdma where pid = pg_backend_pid()" 2>"$work/prefer.err") ||
+    fail "a client asking on an address without RDMA: $out $(cat "$work/prefer.err")"
+[ "$out" = "tcp|t|this address is not in pg_rdma.listen_addresses" ] ||
+    fail "pg_stat_rdma for a client that asked on an address without RDMA: '$out'"
+grep -q 'declined an RDMA upgrade from host=127.0.0.1 port=[0-9]*: this address is not in pg_rdma.listen_addresses' "$data/log" ||
+    fail "no log line for the upgrade asked on an address without RDMA"
 sql -c 'create role regress_rdma_user login' >/dev/null
 rdma "select pg_sleep(30)" >"$work/other.out" 2>&1 &
 other=$!
@@ -114,9 +124,10 @@ echo "ok: large results over RDMA arrive whole; counters grow during the session
 # 3b. The cumulative counters: every session so far counted by how it
 #     started, and the bytes of the RDMA sessions that ended under rxe0.
 counted() { sql -c "select sessions from pg_stat_rdma_outcomes where outcome = '$1'"; }
-[ "$(counted upgraded)" -ge 7 ] && [ "$(counted not_requested)" -ge 2 ] ||
-    fail "pg_stat_rdma_outcomes after 7 RDMA and 2 TCP sessions: $(sql -c 'select * from pg_stat_rdma_outcomes where sessions > 0')"
-device_bytes() { [ "$(sql -c "select sessions >= 7 and bytes_sent > 45000000 and bytes_received > 0 from pg_stat_rdma_devices where device = '$DEV'")" = t ]; }
+[ "$(counted upgraded)" = 9 ] && [ "$(counted not_requested)" = 2 ] && [ "$(counted not_offered)" = 1 ] &&
+    [ "$(sql -c 'select sum(sessions) from pg_stat_rdma_outcomes')" = 12 ] ||
+    fail "pg_stat_rdma_outcomes after 9 RDMA sessions, 2 TCP ones and 1 asking on 127.0.0.1: $(sql -c 'select * from pg_stat_rdma_outcomes where sessions > 0')"
+device_bytes() { [ "$(sql -c "select sessions = 9 and bytes_sent > 45000000 and bytes_received > 0 from pg_stat_rdma_devices where device = '$DEV'")" = t ]; }
 wait_for 10 device_bytes || fail "pg_stat_rdma_devices: $(sql -c 'select * from pg_stat_rdma_devices')"
 # Prometheus' postgres_exporter (Debian's) with conf/postgres_exporter.yml.
 exporter_at=127.0.0.1:9188
@@ -182,6 +193,7 @@ echo "ok: pg_cancel_backend cancels a query on an RDMA session"
 #    on TCP, a backend in pg_sleep does not look at its client: it notices
 #    when it sends the result of the 20 s query (or by keepalive, whichever
 #    comes first), so the bound covers the query.
+vanished=$(counted client_vanished) failed=$(counted failed)
 rdma "select pg_sleep(3)" "select pg_sleep(20)" >/dev/null 2>&1 &
 victim=$!
 sleeper 'select pg_sleep(%'
@@ -189,7 +201,10 @@ kill -9 "$victim"; wait "$victim" 2>/dev/null || true
 gone() { [ -z "$(sql -c "select pid from pg_stat_activity where pid = $pid")" ]; }
 wait_for 90 gone || fail "the backend of a killed client is still there"
 [ "$(sql -c 'select pg_postmaster_start_time()')" = "$started" ] || fail "the postmaster restarted"
-echo "ok: the backend of a SIGKILLed RDMA client exits; the postmaster lives on"
+# Counted as a client that went, not as an RDMA failure.
+[ "$(counted client_vanished)" = $((vanished + 1)) ] && [ "$(counted failed)" = "$failed" ] ||
+    fail "the killed client counted as: $(sql -c "select string_agg(outcome || '=' || sessions, ' ') from pg_stat_rdma_outcomes where sessions > 0") (client_vanished was $vanished, failed $failed)"
+echo "ok: the backend of a SIGKILLed RDMA client exits, counted under client_vanished; the postmaster lives on"
 
 grep -q 'server process .* was terminated\|terminated by signal' "$data/log" && fail "a backend crashed"
 echo "ok: no backend crashed"
