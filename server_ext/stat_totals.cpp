@@ -13,6 +13,9 @@ constexpr const char* kShmemName = "pg_rdma cumulative counters";
 struct SharedOutcome {
     pg_atomic_uint64 sessions;
     pg_atomic_uint64 last_at;  // TimestampTz as unsigned; 0 when never
+    // The log line's rate limit (never reset by pg_stat_reset_rdma).
+    pg_atomic_uint64 last_logged;  // TimestampTz as unsigned
+    pg_atomic_uint64 unlogged;     // sessions since the last line
 };
 
 struct SharedDevice {
@@ -67,6 +70,8 @@ void startup_shmem() {
         for (SharedOutcome& o : shared->outcomes) {
             pg_atomic_init_u64(&o.sessions, 0);
             pg_atomic_init_u64(&o.last_at, 0);
+            pg_atomic_init_u64(&o.last_logged, 0);
+            pg_atomic_init_u64(&o.unlogged, 0);
         }
         for (SharedDevice& d : shared->devices) {
             pg_atomic_init_u32(&d.named, 0);
@@ -150,6 +155,23 @@ void count_device_failover(std::string_view device) {
 
 void reset_stat_totals() {
     if (shared != nullptr) zero_counters(*shared);
+}
+
+bool outcome_log_due(Outcome outcome, std::uint64_t& since) {
+    since = 0;
+    const auto i = static_cast<std::size_t>(outcome);
+    if (shared == nullptr || i >= kOutcomeCount) return true;  // nothing to limit with: log
+    SharedOutcome& o = shared->outcomes[i];
+    pg_atomic_fetch_add_u64(&o.unlogged, 1);
+    const auto now = static_cast<std::uint64_t>(GetCurrentTimestamp());
+    std::uint64_t last = pg_atomic_read_u64(&o.last_logged);
+    if (last != 0 && now - last < static_cast<std::uint64_t>(kOutcomeLogIntervalSeconds * USECS_PER_SEC)) return false;
+    // One backend wins the interval; the others' sessions are counted in
+    // the next line.
+    if (!pg_atomic_compare_exchange_u64(&o.last_logged, &last, now)) return false;
+    const std::uint64_t counted = pg_atomic_exchange_u64(&o.unlogged, 0);
+    since = counted > 0 ? counted - 1 : 0;  // this session is the line itself
+    return true;
 }
 
 bool stat_totals_ready() { return shared != nullptr; }

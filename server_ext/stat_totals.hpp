@@ -31,6 +31,13 @@ void count_device_bytes(std::string_view device, std::uint64_t sent, std::uint64
 void count_device_failover(std::string_view device);
 void reset_stat_totals();
 
+// Whether this session's line for `outcome` is the one to log: at most one
+// per outcome every kOutcomeLogIntervalSeconds server-wide, as PostgreSQL's
+// own log is a DBA's to read, not a flood a crowd of clients writes. When
+// it is, `since` says how many such sessions went unlogged before it.
+inline constexpr long kOutcomeLogIntervalSeconds = 10;
+bool outcome_log_due(Outcome outcome, std::uint64_t& since);
+
 // For the views: plain copies (each field read atomically, not the whole
 // set at one instant, as PostgreSQL's own views read theirs).
 // Rows of device counters: a 17th device's sessions are counted in

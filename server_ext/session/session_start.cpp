@@ -216,6 +216,31 @@ bool decide(int fd, Report& report) noexcept {
 void log_session_end(int, Datum);
 void count_session_bytes(int, Datum);
 
+// The period a DETAIL ends with, unless the reason has its own.
+const char* full_stop(const char* reason) {
+    const std::size_t n = std::strlen(reason);
+    return n > 0 && reason[n - 1] == '.' ? "" : ".";
+}
+
+// What to do about a setup that fell back, for the log line's HINT;
+// nullptr when the reason says all there is.
+const char* decline_hint(Outcome outcome) {
+    switch (outcome) {
+        case Outcome::Memlock:
+            return "Raise the server's memlock limit (LimitMEMLOCK=infinity in its systemd unit, or ulimit -l "
+                   "where it is started).";
+        case Outcome::NoDevice:
+            return "List in pg_rdma.listen_addresses only addresses on an RDMA port (\"rdma link\" shows the "
+                   "ports and their network devices).";
+        case Outcome::Descriptors: return "Raise the server's descriptor limit (LimitNOFILE, or ulimit -n).";
+        case Outcome::Timeout:
+            return "With nothing received from the client, a firewall dropping RoCE v2 (UDP port 4791) on the "
+                   "way is the usual cause; with many clients setting up at once, raise pg_rdma.connect_timeout.";
+        case Outcome::ClientGaveUp: return "The client's own warning says why it gave up.";
+        default: return nullptr;
+    }
+}
+
 // What the counters (stat_totals.hpp) count a decision as.
 std::optional<Outcome> outcome_of(const Report& r) {
     switch (r.kind) {
@@ -251,11 +276,28 @@ void report_decision(const Report& r) {
             if (compat::log_connection_receipt())
                 ereport(LOG, (errmsg("pg_rdma: connection on TCP: with_rsocket=false host=%s port=%s", host, port)));
             break;
-        case Report::Declined:
-            ereport(LOG, (errmsg("pg_rdma: RDMA not possible for host=%s port=%s, the session continues on TCP "
-                                 "(with_rsocket=false): %s",
-                                 host, port, r.reason)));
+        case Report::Declined: {
+            // Every such session is counted and has its reason in its row;
+            // the log says it once per kind every few seconds.
+            const Outcome outcome = classify_fallback(r.code);
+            std::uint64_t since = 0;
+            if (!outcome_log_due(outcome, since)) break;
+            const char* hint = decline_hint(outcome);
+            if (since > 0)
+                ereport(LOG, (errmsg("pg_rdma: RDMA not possible for host=%s port=%s; the session continues on TCP",
+                                     host, port),
+                              errdetail("%s%s %llu more session(s) fell back for the same cause since the last "
+                                        "such line (pg_stat_rdma_outcomes counts them, pg_stat_rdma gives each "
+                                        "one's reason).",
+                                        r.reason, full_stop(r.reason), static_cast<unsigned long long>(since)),
+                              hint != nullptr ? errhint("%s", hint) : 0));
+            else
+                ereport(LOG, (errmsg("pg_rdma: RDMA not possible for host=%s port=%s; the session continues on TCP",
+                                     host, port),
+                              errdetail("%s%s", r.reason, full_stop(r.reason)),
+                              hint != nullptr ? errhint("%s", hint) : 0));
             break;
+        }
         case Report::NotAccepting:
             ereport(LOG, (errmsg("pg_rdma: declined an RDMA upgrade from host=%s port=%s: the server is not "
                                  "accepting this session (starting up, shutting down or too many clients); its "

@@ -95,16 +95,27 @@ out=$("$probe" 127.0.0.1 "$PORT" postgres postgres --prefer 'select 7' 2>&1) ||
 grep -qx 7 <<<"$out" || fail "the query of a client preferring RDMA did not run: $out"
 # Our client does not even ask without a device; ask by hand, as a client
 # on a machine with one would: the server has none, so it answers 'N'.
+# Three in a row: with the probe's, four declines within a few seconds.
 reply=$(python3 - "$PORT" <<'PY'
 import socket, struct, sys
-s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
-s.sendall(struct.pack("!II", 8, 0x52444D41))
-print(s.recv(1).decode())
+for _ in range(3):
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
+    s.sendall(struct.pack("!II", 8, 0x52444D41))
+    print(s.recv(1).decode(), end="")
+    s.close()
+print()
 PY
 ) || fail "the raw upgrade request got no answer"
-[ "$reply" = N ] || fail "expected the decline 'N' from a server without an RDMA device, got '$reply'"
-in_log 'LOG:  pg_rdma: RDMA not possible for host=127.0.0.1 port=[0-9]*, the session continues on TCP (with_rsocket=false): ' ||
-    fail "the server did not log why RDMA was not possible"
+[ "$reply" = NNN ] || fail "expected the decline 'N' from a server without an RDMA device, got '$reply'"
+# Rate-limited: one line per 10 s for the four declines (two if they
+# straddle a window), with the reason in its DETAIL and what to do in its
+# HINT.
+in_log 'LOG:  pg_rdma: RDMA not possible for host=127.0.0.1 port=[0-9]*; the session continues on TCP' ||
+    fail "the server did not log that RDMA was not possible"
+in_log 'DETAIL:  .*device' || fail "the decline's DETAIL does not give the reason"
+in_log 'HINT:  List in pg_rdma.listen_addresses only addresses on an RDMA port' || fail "the decline has no HINT"
+[ "$(grep -c 'pg_rdma: RDMA not possible for host=127.0.0.1' "$data/log")" -le 2 ] ||
+    fail "four declines within seconds logged $(grep -c 'pg_rdma: RDMA not possible' "$data/log") lines"
 # Unix-socket sessions are not pg_rdma's: no line for them.
 # A backend that never gets its startup packet ends with _exit(1) at
 # authentication_timeout, running no exit callback: its pg_stat_rdma row
