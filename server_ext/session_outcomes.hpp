@@ -28,9 +28,8 @@ enum class Outcome : std::uint8_t {
     // What happened later to a session that started on RDMA.
     FailedOver,  // RDMA failed; the session went on over its TCP connection
     Failed,      // RDMA failed and the session ended, its TCP connection still open
-    Vanished,    // the client went without closing (killed, reset): its TCP connection closed too
 };
-inline constexpr std::size_t kOutcomeCount = static_cast<std::size_t>(Outcome::Vanished) + 1;
+inline constexpr std::size_t kOutcomeCount = static_cast<std::size_t>(Outcome::Failed) + 1;
 
 // The name a DBA sees ("no_device"); stable, lower case.
 std::string_view outcome_name(Outcome outcome) noexcept;

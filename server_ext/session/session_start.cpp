@@ -463,7 +463,9 @@ void log_rdma_failure() {
     // PostgreSQL reports itself.
     if (s.row.failed_over || s.rdma->connection()->stats().failed_over) return;
     s.failure_logged = true;
-    count_outcome(tcp_peer_gone(s.client_fd) ? Outcome::Vanished : Outcome::Failed);
+    // A client that went without closing (killed, its host reset) has
+    // closed its TCP connection too: not an RDMA failure, not counted.
+    if (!tcp_peer_gone(s.client_fd)) count_outcome(Outcome::Failed);
     char reason[kReasonSize];
     {
         const std::string why = s.rdma->connection()->failure_reason();
