@@ -89,8 +89,12 @@ apply_fault() {
 
 # ---------------------------------------------------------------- host A
 
+# The sessions pg_stat_rdma_outcomes counts as moved onto TCP.
+failed_overs() { pg_cluster_psql -c "select sessions from pg_stat_rdma_outcomes where outcome = 'failed_over'" 2>/dev/null; }
+
 server_case() {
-    local c=$1 mode=$2 faulter pid="" t_fault="" t_gone="" t_client_end="" log_lines state
+    local c=$1 mode=$2 faulter pid="" t_fault="" t_gone="" t_client_end="" log_lines state moved_before
+    moved_before=$(failed_overs)
     : >"$work/fault-$c.log"
     apply_fault "$c" >"$work/fault-$c.log" 2>&1 &
     faulter=$!
@@ -139,6 +143,17 @@ server_case() {
     if [ -n "$pid" ] && [ -z "$t_gone" ] && ! grep -q '^outcome: intact' <<<"$client_line"; then
         echo "FAIL: server: the backend of a session the client lost is still there ${BOUND_S} s after the client's end (a hang on the server side)"
         failures=$((failures + 1))
+    fi
+    # A session that carried on over TCP is counted once as failed_over.
+    if grep -q '^outcome: intact.* transport=tcp' <<<"$client_line"; then
+        local moved
+        moved=$(failed_overs)
+        if [ "$moved" = $((moved_before + 1)) ]; then
+            echo "server: pg_stat_rdma_outcomes counts it: failed_over $moved_before -> $moved; $(pg_cluster_psql -c "select string_agg(device || ' failovers ' || failovers, ', ') from pg_stat_rdma_devices" 2>/dev/null)"
+        else
+            echo "FAIL: server: the session moved onto TCP, and pg_stat_rdma_outcomes counts failed_over $moved_before -> ${moved:-?}"
+            failures=$((failures + 1))
+        fi
     fi
     if [ "$fault" = device_removal ]; then
         # The device comes back, and the server with it (its listener was on the old device).
