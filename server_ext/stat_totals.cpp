@@ -81,7 +81,8 @@ void startup_shmem() {
             pg_atomic_init_u64(&d.bytes_sent, 0);
             pg_atomic_init_u64(&d.bytes_received, 0);
         }
-        zero_counters(*shared);
+        // Counted from the server's start (or its crash-restart).
+        pg_atomic_write_u64(&shared->reset_at, static_cast<std::uint64_t>(GetCurrentTimestamp()));
     }
     LWLockRelease(AddinShmemInitLock);
 }

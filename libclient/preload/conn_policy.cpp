@@ -57,45 +57,39 @@ std::optional<std::string> value_of(const PGconn* conn) {
     return std::nullopt;
 }
 
-void note_fallback(const PGconn* conn, std::string_view reason) noexcept {
+namespace {
+
+// Sets one of the record's texts (out of memory: it stays as it was).
+void note_text(const PGconn* conn, std::string Record::*field, std::string_view text) noexcept {
     try {
         std::lock_guard lock(g_mutex);
         auto& map = registry();
-        if (auto it = map.find(conn); it != map.end()) it->second.fallback.assign(reason);
+        if (auto it = map.find(conn); it != map.end()) (it->second.*field).assign(text);
     } catch (...) {
-        // Out of memory: the reason is not kept; the warning still went out.
     }
 }
 
-std::optional<std::string> fallback_of(const PGconn* conn) {
+std::optional<std::string> text_of(const PGconn* conn, std::string Record::*field) {
     std::lock_guard lock(g_mutex);
     auto& map = registry();
-    if (auto it = map.find(conn); it != map.end() && !it->second.fallback.empty()) return it->second.fallback;
+    if (auto it = map.find(conn); it != map.end() && !(it->second.*field).empty()) return it->second.*field;
     return std::nullopt;
 }
 
-void note_rule(const PGconn* conn, std::string_view value) noexcept {
-    try {
-        std::lock_guard lock(g_mutex);
-        auto& map = registry();
-        if (auto it = map.find(conn); it != map.end()) it->second.rule.assign(value);
-    } catch (...) {
-        // Out of memory: "requested" then says what the connection string did.
-    }
-}
+}  // namespace
+
+// Out of memory, the reason is not kept (the warning still went out) or
+// "requested" says what the connection string did.
+void note_fallback(const PGconn* conn, std::string_view reason) noexcept { note_text(conn, &Record::fallback, reason); }
+std::optional<std::string> fallback_of(const PGconn* conn) { return text_of(conn, &Record::fallback); }
+void note_rule(const PGconn* conn, std::string_view value) noexcept { note_text(conn, &Record::rule, value); }
+std::optional<std::string> rule_of(const PGconn* conn) { return text_of(conn, &Record::rule); }
 
 const LibpqCalls* calls_of(const PGconn* conn) {
     std::lock_guard lock(g_mutex);
     auto& map = registry();
     auto it = map.find(conn);
     return it != map.end() ? it->second.calls : nullptr;
-}
-
-std::optional<std::string> rule_of(const PGconn* conn) {
-    std::lock_guard lock(g_mutex);
-    auto& map = registry();
-    if (auto it = map.find(conn); it != map.end() && !it->second.rule.empty()) return it->second.rule;
-    return std::nullopt;
 }
 
 const char* keep_answer(const PGconn* conn, std::size_t slot, std::string_view answer) noexcept {
