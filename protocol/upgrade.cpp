@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "protocol/byte_order.hpp"
+#include "protocol/probe.hpp"
 
 namespace pg_rdma::protocol {
 namespace {
@@ -86,12 +87,17 @@ UpgradeRequestBytes encode_upgrade_request() {
 }
 
 Decoded<FirstPacket> classify_first_packet(std::span<const std::uint8_t> bytes) {
+    // The two requests differ only in their last byte.
     static const UpgradeRequestBytes kRequest = encode_upgrade_request();
+    static const UpgradeRequestBytes kProbe = encode_probe_request();
     const std::size_t seen = std::min(bytes.size(), kRequest.size());
-    if (!std::equal(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(seen), kRequest.begin()))
-        return Decoded<FirstPacket>::ok(FirstPacket::Other, 0);
+    const auto begin = bytes.begin();
+    const auto end = bytes.begin() + static_cast<std::ptrdiff_t>(seen);
+    const bool upgrade = std::equal(begin, end, kRequest.begin());
+    const bool probe = std::equal(begin, end, kProbe.begin());
+    if (!upgrade && !probe) return Decoded<FirstPacket>::ok(FirstPacket::Other, 0);
     if (seen < kRequest.size()) return Decoded<FirstPacket>::need_more();
-    return Decoded<FirstPacket>::ok(FirstPacket::Upgrade, kRequest.size());
+    return Decoded<FirstPacket>::ok(upgrade ? FirstPacket::Upgrade : FirstPacket::Probe, kRequest.size());
 }
 
 bool is_cancel_request(std::span<const std::uint8_t> bytes) {

@@ -71,8 +71,9 @@ using ConnectPrivateDataBytes = std::array<std::uint8_t, kConnectPrivateDataSize
 // --- request ---------------------------------------------------------------
 UpgradeRequestBytes encode_upgrade_request();
 
-enum class FirstPacket { Other, Upgrade };
-// Server side, on the session's first bytes: is this our request? Any prefix
+enum class FirstPacket { Other, Upgrade, Probe };
+// Server side, on the session's first bytes: is this our request (or the
+// probe's, probe.hpp)? Any prefix
 // that could still become it is NeedMore; anything else is Other (pass it to
 // PostgreSQL untouched: a startup packet, SSLRequest, CancelRequest...).
 // Never Error: a first packet that is not ours is PostgreSQL's to judge.

@@ -11,6 +11,7 @@ constexpr std::array<std::string_view, kOutcomeCount> kNames = {
     "upgraded",    "not_requested", "no_device",    "memlock",     "descriptors",
     "timeout",     "client_gave_up", "not_offered", "not_accepting", "hba_rejects",
     "over_cap",    "setup_error",   "setup_failed", "failed_over", "failed",
+    "probe",
 };
 
 }  // namespace

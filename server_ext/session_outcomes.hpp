@@ -28,8 +28,10 @@ enum class Outcome : std::uint8_t {
     // What happened later to a session that started on RDMA.
     FailedOver,  // RDMA failed; the session went on over its TCP connection
     Failed,      // RDMA failed and the session ended, its TCP connection still open
+    // Not a session: a probe from `pgrdma doctor`, whatever it was told.
+    Probe,
 };
-inline constexpr std::size_t kOutcomeCount = static_cast<std::size_t>(Outcome::Failed) + 1;
+inline constexpr std::size_t kOutcomeCount = static_cast<std::size_t>(Outcome::Probe) + 1;
 
 // The name a DBA sees ("no_device"); stable, lower case.
 std::string_view outcome_name(Outcome outcome) noexcept;

@@ -12,10 +12,6 @@
 namespace pg_rdma::transport {
 namespace {
 
-// Queue pairs and CQs pin a little memory of their own (rings shared with
-// the kernel); keep this much headroom beyond our buffers.
-constexpr std::size_t kVerbsOverheadBytes = 64 * 1024;
-
 std::atomic<std::size_t> g_pinned_bytes{0};
 
 std::size_t round_to_pages(std::size_t bytes) {

@@ -15,8 +15,12 @@
 
 namespace pg_rdma::transport {
 
+// Queue pairs and CQs pin a little memory of their own (rings shared with
+// the kernel); check_memlock keeps this much headroom beyond our buffers.
+inline constexpr std::size_t kVerbsOverheadBytes = 64 * 1024;
+
 // Fails with ENOMEM and a message naming `ulimit -l` and LimitMEMLOCK when
-// pinning `bytes` more would exceed RLIMIT_MEMLOCK.
+// pinning `bytes` more (plus kVerbsOverheadBytes) would exceed RLIMIT_MEMLOCK.
 bool check_memlock(std::size_t bytes, Error& err);
 
 // Bytes this process has pinned through PinnedBuffer right now.

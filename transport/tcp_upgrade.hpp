@@ -30,7 +30,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
+#include <optional>
+
+#include "protocol/probe.hpp"
 #include "protocol/upgrade.hpp"
 #include "transport/connection.hpp"
 #include "transport/error.hpp"
@@ -58,7 +62,17 @@ struct UpgradeResult {
     UpgradeOutcome outcome = UpgradeOutcome::Failed;
     std::unique_ptr<Connection> connection;  // Rdma only
     Error error;                             // why not Rdma
+    // Client, Request::Probe: the server's 'D' reply, when it declined.
+    std::optional<protocol::ProbeDecline> probe_decline;
+    // Server, Decline::ByCaller: this end cannot do RDMA and nothing was
+    // sent yet; the caller replies (error says why).
+    bool decline_unsent = false;
 };
+
+// What the client asks for: a session's upgrade, or the probe of
+// `pgrdma doctor` (protocol/probe.hpp), which the server answers with an
+// echo over RDMA or a decline that says why.
+enum class Request { Session, Probe };
 
 // Client side: construct right after the TCP connection is established,
 // before anything else is sent on it, and call step() at once. It binds the
@@ -85,7 +99,8 @@ public:
         Deadline rdma_latest = Deadline::max();
     };
     ClientUpgrade(int tcp_fd, Mode mode, const Settings& settings, const TcpIo& io = {}) noexcept;
-    ClientUpgrade(int tcp_fd, Mode mode, const Settings& settings, const TcpIo& io, Limits limits) noexcept;
+    ClientUpgrade(int tcp_fd, Mode mode, const Settings& settings, const TcpIo& io, Limits limits,
+                  Request request = Request::Session) noexcept;
     ~ClientUpgrade();
     ClientUpgrade(const ClientUpgrade&) = delete;
     ClientUpgrade& operator=(const ClientUpgrade&) = delete;
@@ -106,6 +121,7 @@ private:
     StepStatus advance();
     StepStatus send_request();
     StepStatus receive_reply();
+    StepStatus receive_probe_decline();
     StepStatus on_reply();
     StepStatus connect_rdma();
     StepStatus finish(UpgradeOutcome outcome, Error why) noexcept;
@@ -113,6 +129,7 @@ private:
 
     int fd_;
     Mode mode_;
+    Request request_kind_;
     Settings settings_;
     TcpIo io_;
     Deadline deadline_;  // the current stage's
@@ -125,6 +142,8 @@ private:
     std::size_t request_sent_ = 0;
     protocol::UpgradeAcceptBytes reply_{};
     std::size_t reply_received_ = 0;
+    std::vector<std::uint8_t> probe_decline_;  // a probe's 'D' reply, as it arrives
+    std::size_t probe_decline_received_ = 0;
     std::unique_ptr<Connector> connector_;
     UpgradeResult result_;
 };
@@ -143,8 +162,13 @@ private:
 class ServerUpgrade {
 public:
     enum class Stage { Replying, AwaitingClient, Confirming, Done };
+    // Who says 'no' when this end cannot do RDMA: the upgrade ('N'), or
+    // the caller (a probe's 'D', which carries the server's reason): the
+    // result is then TcpSame with decline_unsent and nothing sent.
+    enum class Decline { Send, ByCaller };
 
-    ServerUpgrade(int tcp_fd, const Settings& settings, const TcpIo& io = {}) noexcept;
+    ServerUpgrade(int tcp_fd, const Settings& settings, const TcpIo& io = {},
+                  Decline decline = Decline::Send) noexcept;
     ~ServerUpgrade();
     ServerUpgrade(const ServerUpgrade&) = delete;
     ServerUpgrade& operator=(const ServerUpgrade&) = delete;
@@ -173,6 +197,7 @@ private:
     int fd_;
     Settings settings_;
     TcpIo io_;
+    Decline decline_;
     Deadline deadline_;
     Stage stage_ = Stage::Replying;
     bool started_ = false;
@@ -194,7 +219,8 @@ private:
 // Blocking forms: step to the end, waiting on want() in between; a signal
 // is no reason to stop (EINTR keeps waiting, only the deadline ends it).
 UpgradeResult upgrade_client(int tcp_fd, Mode mode, const Settings& settings, const TcpIo& io = {}) noexcept;
-UpgradeResult upgrade_server(int tcp_fd, const Settings& settings, const TcpIo& io = {}) noexcept;
+UpgradeResult upgrade_server(int tcp_fd, const Settings& settings, const TcpIo& io = {},
+                             ServerUpgrade::Decline decline = ServerUpgrade::Decline::Send) noexcept;
 
 const char* to_string(ClientUpgrade::Stage stage) noexcept;
 const char* to_string(ServerUpgrade::Stage stage) noexcept;

@@ -17,9 +17,11 @@ namespace pg_rdma::transport {
 ClientUpgrade::ClientUpgrade(int tcp_fd, Mode mode, const Settings& settings, const TcpIo& io) noexcept
     : ClientUpgrade(tcp_fd, mode, settings, io, Limits{SetupClock::now() + settings.connect_timeout}) {}
 
-ClientUpgrade::ClientUpgrade(int tcp_fd, Mode mode, const Settings& settings, const TcpIo& io, Limits limits) noexcept
+ClientUpgrade::ClientUpgrade(int tcp_fd, Mode mode, const Settings& settings, const TcpIo& io, Limits limits,
+                             Request request) noexcept
     : fd_(tcp_fd),
       mode_(mode),
+      request_kind_(request),
       settings_(settings),
       io_(io),
       deadline_(limits.reply),
@@ -46,7 +48,8 @@ StepStatus ClientUpgrade::advance() {
         // Nothing is sent yet: the session simply stays on TCP.
         if (!rdma_usable(settings_, SetupSide::Connecting, err) || !tcp_addresses(fd_, local_, peer_, err))
             return fall_back(UpgradeOutcome::TcpSame, std::move(err));
-        request_ = protocol::encode_upgrade_request();
+        request_ = request_kind_ == Request::Probe ? protocol::encode_probe_request()
+                                                   : protocol::encode_upgrade_request();
     }
     switch (stage_) {
         case Stage::SendingRequest: return send_request();
@@ -94,6 +97,7 @@ StepStatus ClientUpgrade::send_request() {
 
 StepStatus ClientUpgrade::receive_reply() {
     Error err;
+    if (reply_received_ > 0 && reply_[0] == protocol::kReplyProbeDecline) return receive_probe_decline();
     if (reply_received_ == 0) {
         // The tag alone first: after 'N' or 'E' the bytes that follow are
         // not part of our exchange.
@@ -117,9 +121,16 @@ StepStatus ClientUpgrade::receive_reply() {
                 return fall_back(UpgradeOutcome::TcpSame, std::move(err));
             case protocol::kReplyError:
                 fail(err, EPROTONOSUPPORT,
-                     "the server does not support RDMA sessions (is pg_rdma in its shared_preload_libraries "
-                     "and pg_rdma.listen_addresses set?)");
+                     request_kind_ == Request::Probe
+                         ? "the server does not answer RDMA probes: pg_rdma is not in its "
+                           "shared_preload_libraries (or pg_rdma.listen_addresses is empty), or its pg_rdma "
+                           "is older than 0.2"
+                         : "the server does not support RDMA sessions (is pg_rdma in its shared_preload_libraries "
+                           "and pg_rdma.listen_addresses set?)");
                 return fall_back(UpgradeOutcome::TcpReconnect, std::move(err));
+            case protocol::kReplyProbeDecline:
+                if (request_kind_ == Request::Probe) return receive_probe_decline();
+                [[fallthrough]];  // not an answer to a session's request
             default:
                 fail(err, EPROTO, fmt::format("unexpected reply 0x{:02x} to the RDMA upgrade request", reply_[0]));
                 return fall_back(UpgradeOutcome::TcpReconnect, std::move(err));
@@ -132,6 +143,42 @@ StepStatus ClientUpgrade::receive_reply() {
             return fall_back(UpgradeOutcome::TcpReconnect, std::move(err));
         case IoStatus::Failed: break;
     }
+    return finish(UpgradeOutcome::Failed, std::move(err));
+}
+
+// A probe's 'D': the tag is in reply_[0], the rest follows; the reply
+// says how long it is once its header is in.
+StepStatus ClientUpgrade::receive_probe_decline() {
+    Error err;
+    if (probe_decline_.empty()) {
+        probe_decline_.assign(protocol::kProbeDeclineHeaderSize, 0);
+        probe_decline_[0] = reply_[0];
+        probe_decline_received_ = 1;
+    }
+    for (;;) {
+        switch (recv_some(fd_, io_, probe_decline_, probe_decline_received_, err)) {
+            case IoStatus::Done: break;
+            case IoStatus::Wait:
+                if (!tcp_timed_out(deadline_, err)) return StepStatus::InProgress;
+                return finish(UpgradeOutcome::Failed, std::move(err));
+            case IoStatus::Failed: return finish(UpgradeOutcome::Failed, std::move(err));
+        }
+        const auto decoded = protocol::decode_probe_decline(probe_decline_);
+        if (decoded.status == protocol::DecodeStatus::NeedMore) {
+            // The header is in and its lengths are in range: read the rest.
+            const std::size_t whole = protocol::kProbeDeclineHeaderSize + probe_decline_[1] +
+                                      ((std::size_t{probe_decline_[2]} << 8) | probe_decline_[3]);
+            if (whole <= probe_decline_.size()) break;
+            probe_decline_.resize(whole);
+            continue;
+        }
+        if (!decoded.is_ok()) break;
+        result_.probe_decline = decoded.value;
+        fail(err, ECONNREFUSED,
+             fmt::format("the server declined RDMA ({}): {}", decoded.value.outcome, decoded.value.reason));
+        return finish(UpgradeOutcome::Failed, std::move(err));
+    }
+    fail(err, EPROTO, "malformed probe reply from the server");
     return finish(UpgradeOutcome::Failed, std::move(err));
 }
 

@@ -13,8 +13,12 @@
 
 namespace pg_rdma::transport {
 
-ServerUpgrade::ServerUpgrade(int tcp_fd, const Settings& settings, const TcpIo& io) noexcept
-    : fd_(tcp_fd), settings_(settings), io_(io), deadline_(SetupClock::now() + settings.connect_timeout) {}
+ServerUpgrade::ServerUpgrade(int tcp_fd, const Settings& settings, const TcpIo& io, Decline decline) noexcept
+    : fd_(tcp_fd),
+      settings_(settings),
+      io_(io),
+      decline_(decline),
+      deadline_(SetupClock::now() + settings.connect_timeout) {}
 
 ServerUpgrade::~ServerUpgrade() = default;
 
@@ -36,6 +40,10 @@ StepStatus ServerUpgrade::advance() {
     if (!started_) {
         started_ = true;
         prepare_reply();
+        if (reply_[0] == protocol::kReplyDecline && decline_ == Decline::ByCaller) {
+            result_.decline_unsent = true;
+            return finish(UpgradeOutcome::TcpSame, std::move(decline_reason_));
+        }
     }
     switch (stage_) {
         case Stage::Replying: return send_reply();
@@ -202,8 +210,9 @@ Want ServerUpgrade::want() const noexcept {
     return Want::none();
 }
 
-UpgradeResult upgrade_server(int tcp_fd, const Settings& settings, const TcpIo& io) noexcept {
-    ServerUpgrade upgrade(tcp_fd, settings, io);
+UpgradeResult upgrade_server(int tcp_fd, const Settings& settings, const TcpIo& io,
+                             ServerUpgrade::Decline decline) noexcept {
+    ServerUpgrade upgrade(tcp_fd, settings, io, decline);
     return run_to_end(upgrade);
 }
 

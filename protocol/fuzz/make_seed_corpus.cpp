@@ -11,6 +11,7 @@
 #include "protocol/control.hpp"
 #include "protocol/failover.hpp"
 #include "protocol/negotiation.hpp"
+#include "protocol/probe.hpp"
 #include "protocol/upgrade.hpp"
 
 using namespace pg_rdma::protocol;
@@ -110,6 +111,7 @@ void first_packet_corpus(const fs::path& dir) {
     write(dir, "upgrade-request", request);
     write(dir, "upgrade-request-then-ssl", concat(request, pg_packet(8, 80877103)));
     write(dir, "upgrade-request-prefix", Bytes(request.begin(), request.begin() + 5));
+    write(dir, "probe-request", bytes_of(encode_probe_request()));
     write(dir, "ssl-request", pg_packet(8, 80877103));
     write(dir, "gssenc-request", pg_packet(8, 80877104));
     write(dir, "cancel-request", pg_packet(16, 80877102));
@@ -118,6 +120,13 @@ void first_packet_corpus(const fs::path& dir) {
     startup.insert(startup.end(), params.begin(), params.end());
     put_u32(startup.data(), static_cast<std::uint32_t>(startup.size()));
     write(dir, "startup-3.0", startup);
+}
+
+void probe_decline_corpus(const fs::path& dir) {
+    const std::vector<std::uint8_t> decline = encode_probe_decline("memlock", "RLIMIT_MEMLOCK is 64 KiB");
+    write(dir, "decline", bytes_of(decline));
+    write(dir, "decline-no-reason", bytes_of(encode_probe_decline("not_accepting", "")));
+    write(dir, "decline-truncated", Bytes(decline.begin(), decline.begin() + 9));
 }
 
 void connect_private_data_corpus(const fs::path& dir) {
@@ -152,6 +161,7 @@ int main(int argc, char** argv) {
     upgrade_reply_corpus(root / "fuzz_upgrade_reply");
     first_packet_corpus(root / "fuzz_first_packet");
     connect_private_data_corpus(root / "fuzz_connect_private_data");
+    probe_decline_corpus(root / "fuzz_probe_decline");
     failover_corpus(root / "fuzz_failover");
     return 0;
 }

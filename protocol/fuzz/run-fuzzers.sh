@@ -11,10 +11,10 @@
 # BUILD_DIR must be configured with: CXX=clang++ meson setup BUILD_DIR -Dfuzz=true
 set -uo pipefail
 
-FUZZERS=(fuzz_control fuzz_upgrade_reply fuzz_first_packet fuzz_connect_private_data fuzz_failover)
+FUZZERS=(fuzz_control fuzz_upgrade_reply fuzz_first_packet fuzz_connect_private_data fuzz_failover fuzz_probe_decline)
 RSS_LIMIT_MB=2048     # far above what these decoders need: a leak or a blow-up
 INPUT_TIMEOUT_S=10    # one 64-byte message never takes this long
-MAX_INPUT_LEN=256     # longer than any message; longer inputs add nothing
+MAX_INPUT_LEN=256     # longer than any message but a probe decline (whose lengths it still covers); longer inputs add nothing
 
 if [ $# -ne 2 ] || ! [[ $2 =~ ^[1-9][0-9]*$ ]]; then
   echo "usage: $0 BUILD_DIR SECONDS" >&2

@@ -26,16 +26,18 @@ FirstPacket take_first_packet(int fd) noexcept {
     for (int round = 0; round < 2; ++round) {
         const ssize_t n = real.recv(fd, bytes.data(), bytes.size(), MSG_PEEK | MSG_DONTWAIT);
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return FirstPacket::NotYet;
-        if (n <= 0) return FirstPacket::Other;  // EOF or an error: PostgreSQL reads it and reports
+        if (n == 0) return FirstPacket::Empty;  // PostgreSQL reads the EOF and says nothing
+        if (n <= 0) return FirstPacket::Other;  // an error: PostgreSQL reads it and reports
         const auto decoded = protocol::classify_first_packet(std::span(bytes).first(static_cast<std::size_t>(n)));
         if (decoded.status == protocol::DecodeStatus::Ok) {
-            if (decoded.value != protocol::FirstPacket::Upgrade)
+            if (decoded.value == protocol::FirstPacket::Other)
                 return protocol::is_cancel_request(std::span(bytes).first(static_cast<std::size_t>(n)))
                            ? FirstPacket::Cancel
                            : FirstPacket::Other;
             // Consume exactly our 8 bytes: what follows is the session's.
             const ssize_t taken = real.recv(fd, bytes.data(), bytes.size(), MSG_DONTWAIT);
-            return taken == static_cast<ssize_t>(bytes.size()) ? FirstPacket::Upgrade : FirstPacket::Other;
+            if (taken != static_cast<ssize_t>(bytes.size())) return FirstPacket::Other;
+            return decoded.value == protocol::FirstPacket::Probe ? FirstPacket::Probe : FirstPacket::Upgrade;
         }
         if (decoded.status != protocol::DecodeStatus::NeedMore) return FirstPacket::Other;
         if (round == 0) {

@@ -10,7 +10,9 @@ enum class FirstPacket {
     NotYet,    // nothing decisive has arrived: say EAGAIN and be called again
     Other,     // PostgreSQL's to read (also EOF and socket errors)
     Cancel,    // a CancelRequest, left for PostgreSQL: not a session
+    Empty,     // the client closed without sending a byte (a TCP health check): not a session
     Upgrade,   // our request, now consumed from the socket
+    Probe,     // pgrdma doctor's probe, now consumed (protocol/probe.hpp)
 };
 
 // Peeks at the socket (non-blocking). A prefix of our request waits a

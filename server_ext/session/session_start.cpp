@@ -18,6 +18,7 @@
 #include "server_ext/session/first_packet.hpp"
 #include "server_ext/session/hba_precheck.hpp"
 #include "server_ext/session/output_batching.hpp"
+#include "server_ext/session/probe_answer.hpp"
 #include "server_ext/session/rdma_address.hpp"
 #include "server_ext/session/real_calls.hpp"
 #include "server_ext/settings_gucs.hpp"
@@ -37,7 +38,7 @@ constexpr std::size_t kReasonSize = 512;  // bytes of a reason in a log line
 
 // What start_session decided, for the C-style reporting below.
 struct Report {
-    enum Kind { None, Upgraded, StayedTcp, Declined, NotOffered, NotAccepting, HbaRejects, OverCap, Fatal } kind = None;
+    enum Kind { None, Upgraded, StayedTcp, Declined, NotOffered, NotAccepting, HbaRejects, OverCap, Probe, Fatal } kind = None;
     char reason[kReasonSize] = {};
     int code = 0;  // Declined: the setup's errno value, for the counters
     char device[kStatFieldSize] = {};
@@ -45,6 +46,7 @@ struct Report {
     std::uint32_t rx_buffer_size = 0;
     int transport_descriptors = 0;  // opened by the upgrade, for PostgreSQL's count
     GateRefusal refusal;            // OverCap, HbaRejects
+    ProbeAnswer probe;              // Probe
 };
 
 // Descriptors this process has open: the upgrade's are reported to
@@ -110,10 +112,20 @@ bool decide(int fd, Report& report) noexcept {
                 s.pending.clear();
                 return true;
             case FirstPacket::Cancel:
+            case FirstPacket::Empty:
                 // Not a session: no row, no log line of ours.
                 s.phase = SessionPhase::Tcp;
                 s.client_fd = fd;
                 s.pending.clear();
+                return true;
+            case FirstPacket::Probe:
+                // Not a session: no row; answered, then PostgreSQL reads
+                // an end of stream.
+                s.phase = SessionPhase::Tcp;
+                s.client_fd = fd;
+                s.pending.clear();
+                answer_probe(fd, offered, report.probe);
+                report.kind = Report::Probe;
                 return true;
             case FirstPacket::Upgrade: break;
         }
@@ -252,6 +264,7 @@ std::optional<Outcome> outcome_of(const Report& r) {
         case Report::NotAccepting: return Outcome::NotAccepting;
         case Report::HbaRejects: return Outcome::HbaRejects;
         case Report::OverCap: return Outcome::OverCap;
+        case Report::Probe: return Outcome::Probe;
         case Report::Fatal: return Outcome::SetupFailed;
     }
     return std::nullopt;
@@ -323,6 +336,17 @@ void report_decision(const Report& r) {
                                   : errhint("Raise pg_rdma.max_unauthenticated_sessions or "
                                             "pg_rdma.max_unauthenticated_memory if these are your own clients "
                                             "connecting at once.")));
+            break;
+        case Report::Probe:
+            // A probe is a connection, logged as log_connections logs those.
+            if (!compat::log_connection_receipt()) break;
+            if (r.probe.rdma)
+                ereport(LOG, (errmsg("pg_rdma: answered an RDMA probe from host=%s port=%s: RDMA works (device %s, "
+                                     "%llu bytes echoed)",
+                                     host, port, r.probe.device, static_cast<unsigned long long>(r.probe.echoed))));
+            else
+                ereport(LOG, (errmsg("pg_rdma: answered an RDMA probe from host=%s port=%s: no RDMA (%s): %s", host,
+                                     port, std::string(outcome_name(r.probe.outcome)).c_str(), r.probe.reason)));
             break;
         case Report::Fatal:
             // The client is mid-handshake: an ErrorResponse on the TCP

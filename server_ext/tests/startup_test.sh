@@ -143,6 +143,19 @@ PY
 sleep 0.5
 [ "$(grep -c 'pg_rdma: ' "$data/log")" = "$lines_before" ] ||
     fail "a CancelRequest was logged as a pg_rdma session: $(grep 'pg_rdma: ' "$data/log" | tail -2)"
+# A connection closed without a byte (a load balancer's TCP health check)
+# is not a session either: not counted, no line of ours.
+not_requested() { sql -c "select sessions from pg_stat_rdma_outcomes where outcome = 'not_requested'"; }
+counted_before=$(not_requested)
+python3 - "$PORT" <<'PY'
+import socket, sys
+socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20).close()
+PY
+sleep 0.5
+[ "$(not_requested)" = "$counted_before" ] ||
+    fail "an empty connection was counted as a session: not_requested went from $counted_before to $(not_requested)"
+[ "$(grep -c 'pg_rdma: ' "$data/log")" = "$lines_before" ] ||
+    fail "an empty connection was logged as a pg_rdma session: $(grep 'pg_rdma: ' "$data/log" | tail -2)"
 echo "ok: pg_rdma.listen_addresses serves TCP; plain and declined sessions stay on TCP and are logged"
 
 # A backend the postmaster starts only to refuse the session (here: a smart

@@ -12,6 +12,8 @@
 #   (c) with_rsocket=require fails within BOUND_S, saying why
 #   (d) psql's CPU time (user + sys) for (a) is printed (not asserted)
 #   (e) without the rule, with_rsocket=require is over RDMA again.
+# `pgrdma doctor` says "RDMA works" across the link before the rule, and
+# under it names the firewall (exit 4, cause firewall, UDP port 4791).
 # Not OUTPUT: with outgoing RoCE dropped, Debian 6.1's kernel CM hangs for
 # good in rdma_destroy_id, so no client could ever end.
 # Every client call runs under timeout(1); every check runs and says what
@@ -160,6 +162,24 @@ expect_session() {
     [ "$bad" = 1 ] || ok "$label: query ran, session on $want, ${WALL} s"
 }
 
+# doctor LABEL EXIT CAUSE TEXT: `pgrdma doctor` on the server ends with
+# EXIT, names CAUSE and prints TEXT (a fixed string) in its verdict.
+doctor() {
+    local label=$1 want_exit=$2 want_cause=$3 want_text=$4 rc=0
+    echo "\$ pgrdma doctor $server_target"
+    timeout -k 5 "$CALL_LIMIT_S" "$pgrdma" doctor "$server_target" >"$work/doctor" 2>&1 || rc=$?
+    sed 's/^/   | /' "$work/doctor"
+    if [ "$rc" != "$want_exit" ]; then
+        failed "$label: pgrdma doctor exited $rc, expected $want_exit"
+    elif ! grep -qx "cause: *$want_cause (exit $want_exit)" "$work/doctor"; then
+        failed "$label: pgrdma doctor did not name the cause $want_cause"
+    elif ! grep '^verdict:' "$work/doctor" | grep -qF "$want_text"; then
+        failed "$label: pgrdma doctor's verdict lacks \"$want_text\""
+    else
+        ok "$label: pgrdma doctor: $(grep '^verdict:' "$work/doctor" | sed 's/^verdict: *//')"
+    fi
+}
+
 rule_on() { pair_drop_roce "$NFT_TABLE"; }
 rule_off() { pair_allow_roce "$NFT_TABLE"; }
 rule_list() { pair_list_roce "$NFT_TABLE"; }
@@ -176,6 +196,7 @@ client() {
     info=$(pair_wait ready "$READY_WAIT_S") || { echo "FAIL: the server never got ready"; exit 1; }
     read -r host port <<<"$info"
     echo "client: server ready at $host:$port"
+    server_target=$host:$port
     echo "*:*:*:postgres:$PASSWORD" >"$work/pgpass"
     chmod 600 "$work/pgpass"
     export PGPASSFILE=$work/pgpass
@@ -189,6 +210,7 @@ client() {
     # server's connect_timeout, which the client never outwaits.
     BOUND_S=$(awk -v w="$WALL" -v t="${SERVER_CONNECT_TIMEOUT%s}" -v s="$SLACK_S" 'BEGIN { printf "%d", w + t + s + 0.999 }')
     echo "   bound for a fallen-back attempt: ${BOUND_S} s"
+    doctor "baseline doctor" 0 works "RDMA works to $server_target via rxe0 (RoCE v2, MTU"
 
     echo
     echo "== incoming RoCE v2 (udp dport $PAIR_ROCE_V2_PORT) dropped on $RXE_HOST's INPUT chain; TCP open"
@@ -226,6 +248,11 @@ client() {
                 { failed "(c) with_rsocket=require did not say what to check (UDP port 4791): $(err_line)"; bad=1; }
             [ "$bad" = 1 ] || ok "(c) with_rsocket=require failed in ${WALL} s: $(err_line)"
         fi
+
+        echo
+        echo "== pgrdma doctor names the firewall"
+        doctor "doctor under the rule" 4 firewall "the RDMA connection to the server's RDMA port timed out, while TCP to it works"
+        grep -q 'UDP port 4791' "$work/doctor" || failed "doctor under the rule: its fix does not name UDP port 4791"
 
         echo
         echo "== the rule's count of dropped RoCE packets, then it goes"

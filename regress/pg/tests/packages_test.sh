@@ -122,6 +122,12 @@ kill "$proxy_pid"
 wait "$proxy_pid" || fail "the packaged proxy's exit status after SIGTERM: $?"
 echo "ok: plain psql through the packaged pgrdma proxy is on RDMA"
 
+# The packaged `pgrdma doctor` finds its program beside the library too,
+# and the packaged server answers its probe.
+out=$(/usr/bin/pgrdma doctor --quiet "$RXE_IP:$port" 2>&1) || fail "the packaged pgrdma doctor: $out"
+grep -qF "verdict:     RDMA works to $RXE_IP:$port via $RXE_DEV" <<<"$out" || fail "the packaged pgrdma doctor said: $out"
+echo "ok: the packaged pgrdma doctor: $(sed -n 's/^verdict: *//p' <<<"$out")"
+
 trap 'as_pg "$bindir/pg_ctl" -D "$work/data" -m immediate stop >/dev/null 2>&1 || true' EXIT
 as_pg "$bindir/pg_ctl" -D "$work/data" -m fast -w -t 60 stop >/dev/null || fail "the server did not stop"
 trap - EXIT

@@ -1,0 +1,208 @@
+#include "libclient/doctor/probe_run.hpp"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "transport/event_set.hpp"
+#include "transport/upgrade_io.hpp"
+
+namespace pg_rdma::doctor {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+int ms_left(Clock::time_point until) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+    return left > 0 ? static_cast<int>(left) : 0;
+}
+
+// A non-blocking TCP connection to the first address that answers; -1 with
+// `error` set otherwise.
+int tcp_connect(const std::string& host, const std::string& port, Clock::time_point until, std::string& error,
+                int& code) {
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_ADDRCONFIG;
+    addrinfo* list = nullptr;
+    if (const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &list); rc != 0) {
+        error = "cannot resolve \"" + host + "\": " + gai_strerror(rc);
+        code = EHOSTUNREACH;
+        return -1;
+    }
+    int fd = -1;
+    for (const addrinfo* a = list; a != nullptr && fd < 0; a = a->ai_next) {
+        fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd < 0) continue;
+        int rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
+        if (rc != 0 && errno == EINPROGRESS) {
+            pollfd p{fd, POLLOUT, 0};
+            rc = ::poll(&p, 1, ms_left(until));
+            int soerr = ETIMEDOUT;
+            socklen_t len = sizeof soerr;
+            if (rc > 0) (void)getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len);
+            errno = soerr;
+            rc = soerr == 0 ? 0 : -1;
+        }
+        if (rc != 0) {
+            code = errno;
+            error = std::string("TCP connection to ") + host + " port " + port + " failed: " + strerror(errno);
+            ::close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(list);
+    return fd;
+}
+
+// Writes all of `bytes` and reads as many back, interleaved (the server
+// echoes as it reads). false with `error` when the connection failed, the
+// echo differs, or `until` passed.
+bool echo(transport::Connection& c, const std::vector<std::uint8_t>& bytes, Clock::time_point until,
+          std::string& error) {
+    std::vector<std::uint8_t> back(bytes.size());
+    std::size_t sent = 0, received = 0;
+    while (received < bytes.size()) {
+        if (ms_left(until) == 0) return error = "the echo did not come back in time", false;
+        bool progress = false;
+        if (sent < bytes.size()) {
+            const ssize_t n = c.write(bytes.data() + sent, bytes.size() - sent);
+            if (n > 0) sent += static_cast<std::size_t>(n), progress = true;
+            else if (n < 0 && errno != EAGAIN) return error = std::string("writing: ") + strerror(errno), false;
+        }
+        const ssize_t n = c.read(back.data() + received, back.size() - received);
+        if (n > 0) received += static_cast<std::size_t>(n), progress = true;
+        else if (n == 0) return error = "the server closed the RDMA connection before the echo was back", false;
+        else if (errno != EAGAIN) return error = std::string("reading: ") + strerror(errno), false;
+        if (!progress) (void)c.wait(sent < bytes.size() ? POLLIN | POLLOUT : POLLIN, std::min(ms_left(until), 100));
+    }
+    if (back != bytes) return error = "the echo came back different from what was sent", false;
+    return true;
+}
+
+void measure(transport::Connection& c, Clock::time_point until, ProbeRun& run) {
+    std::vector<double> trips;
+    std::vector<std::uint8_t> small(kRoundTripBytes);
+    for (int i = 0; i < kRoundTrips; ++i) {
+        std::fill(small.begin(), small.end(), static_cast<std::uint8_t>(i));
+        const auto start = Clock::now();
+        if (!echo(c, small, until, run.error)) return;
+        trips.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+    }
+    std::sort(trips.begin(), trips.end());
+    run.round_trip_us = trips[trips.size() / 2];
+    std::vector<std::uint8_t> bulk(kBulkBytes);
+    for (std::size_t i = 0; i < bulk.size(); ++i) bulk[i] = static_cast<std::uint8_t>(i * 7 + 3);
+    if (!echo(c, bulk, until, run.error)) return;
+    run.bulk_bytes = bulk.size();
+    // Done: the server sees our end of stream and closes its side.
+    (void)c.shutdown(SHUT_WR);
+    std::array<std::uint8_t, 64> rest{};
+    while (ms_left(until) > 0) {
+        const ssize_t n = c.read(rest.data(), rest.size());
+        if (n == 0) break;
+        if (n > 0) return run.error = "the server echoed more than was sent", void();
+        if (errno != EAGAIN) break;  // its close may race ours: the echo is whole
+        (void)c.wait(POLLIN, std::min(ms_left(until), 100));
+    }
+    run.end = ProbeRun::End::Works;
+}
+
+bool local_error(int code) {
+    switch (code) {
+        case ENOMEM: case ENODEV: case ELIBACC: case EMFILE: case ENFILE: case EINVAL: return true;
+        default: return false;
+    }
+}
+
+}  // namespace
+
+ProbeRun run_probe(const std::string& address, const std::string& port, int timeout_ms) {
+    ProbeRun run;
+    const auto start = Clock::now();
+    const auto until = start + std::chrono::milliseconds(timeout_ms);
+    const transport::FileDescriptor tcp(tcp_connect(address, port, until, run.error, run.code));
+    if (tcp.get() < 0) return run;
+    run.tcp_ms = ms_since(start);
+    transport::Settings settings;
+    settings.connect_timeout = transport::Millis{std::max(ms_left(until), 1)};
+    const auto setup_start = Clock::now();
+    transport::ClientUpgrade upgrade(tcp.get(), transport::Mode::Require, settings, transport::TcpIo{},
+                                     transport::ClientUpgrade::Limits{transport::SetupClock::now() + settings.connect_timeout},
+                                     transport::Request::Probe);
+    transport::ClientUpgrade::Stage stage = upgrade.stage();
+    transport::UpgradeResult result;
+    for (;;) {
+        stage = upgrade.stage();
+        if (upgrade.step() == transport::StepStatus::Done) {
+            result = upgrade.take_result();
+            break;
+        }
+        transport::Error err;
+        if (!transport::wait_for(upgrade.want(), upgrade.deadline(), err)) {
+            result.error = std::move(err);
+            break;
+        }
+    }
+    run.code = result.error.code;
+    run.error = result.error.message;
+    if (result.outcome != transport::UpgradeOutcome::Rdma) {
+        if (result.probe_decline) {
+            run.end = ProbeRun::End::Declined;
+            run.decline = result.probe_decline;
+        } else if (run.code == EPROTONOSUPPORT) {
+            run.end = ProbeRun::End::NoPgRdma;
+        } else if (stage == transport::ClientUpgrade::Stage::SendingRequest && local_error(run.code)) {
+            run.end = ProbeRun::End::LocalRefused;
+        } else if (stage == transport::ClientUpgrade::Stage::Connecting ||
+                   (stage == transport::ClientUpgrade::Stage::AwaitingReply && run.code != ETIMEDOUT &&
+                    run.code != EPROTO && run.code != ECONNRESET)) {
+            // After the server's 'R': its endpoint could not be reached
+            // (no device for the route here, or the connection failed).
+            run.end = ProbeRun::End::RdmaFailed;
+        } else if (run.code == ECONNRESET) {
+            // Closed on our request without a word: not a PostgreSQL server
+            // that knows the probe.
+            run.end = ProbeRun::End::NoPgRdma;
+        } else {
+            run.end = ProbeRun::End::NoAnswer;
+        }
+        return run;
+    }
+    run.setup_ms = ms_since(setup_start);
+    run.device = result.connection->device_name();
+    run.error.clear();
+    run.code = 0;
+    run.end = ProbeRun::End::EchoFailed;
+    measure(*result.connection, until, run);
+    return run;
+}
+
+const char* to_string(ProbeRun::End end) noexcept {
+    switch (end) {
+        case ProbeRun::End::TcpFailed: return "tcp_failed";
+        case ProbeRun::End::LocalRefused: return "local_refused";
+        case ProbeRun::End::NoPgRdma: return "no_pg_rdma";
+        case ProbeRun::End::Declined: return "declined";
+        case ProbeRun::End::NoAnswer: return "no_answer";
+        case ProbeRun::End::RdmaFailed: return "rdma_failed";
+        case ProbeRun::End::EchoFailed: return "echo_failed";
+        case ProbeRun::End::Works: return "works";
+    }
+    return "?";
+}
+
+}  // namespace pg_rdma::doctor
