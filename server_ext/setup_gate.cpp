@@ -239,6 +239,8 @@ void count_decline(const char* why, GateRefusal& refusal) {
     refuse(refusal, GetCurrentTimestamp(), why);
 }
 
+SetupCaps setup_caps() { return {place_count(), max_memory_bytes()}; }
+
 void leave_setup_gate() {
     if (my_place == nullptr) return;
     // Whoever holds it now (a sweep may have judged this process gone, and

@@ -46,4 +46,11 @@ void count_decline(const char* why, GateRefusal& refusal);
 // Gives the place back; does nothing without one.
 void leave_setup_gate();
 
+// The caps in force: sessions (-1 resolved to max_connections) and bytes.
+struct SetupCaps {
+    int sessions = 0;
+    std::uint64_t memory_bytes = 0;
+};
+SetupCaps setup_caps();
+
 }  // namespace pg_rdma::server

@@ -18,10 +18,12 @@
 #include <fstream>
 #include <memory>
 
+#include "transport/address_port.hpp"
 #include "transport/endpoint.hpp"
 #include "transport/pinned_buffer.hpp"
 #include "transport/provider_preload.hpp"
 #include "transport/settings.hpp"
+#include "transport/verbs_raii.hpp"
 
 namespace pg_rdma::doctor {
 namespace {
@@ -34,17 +36,6 @@ std::string read_line(const fs::path& path) {
     std::string line;
     std::getline(in, line);
     return line;
-}
-
-int mtu_bytes(ibv_mtu mtu) {
-    switch (mtu) {
-        case IBV_MTU_256: return 256;
-        case IBV_MTU_512: return 512;
-        case IBV_MTU_1024: return 1024;
-        case IBV_MTU_2048: return 2048;
-        case IBV_MTU_4096: return 4096;
-    }
-    return 0;
 }
 
 struct DeviceListDeleter {
@@ -67,7 +58,7 @@ void add_ports(ibv_device* device, std::vector<PortFacts>& out) {
         f.port = p;
         f.state = ibv_port_state_str(port.state);
         f.active = port.state == IBV_PORT_ACTIVE;
-        f.mtu = mtu_bytes(port.active_mtu);
+        f.mtu = transport::mtu_bytes(port.active_mtu);
         f.link_layer = port.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand";
         f.netdev = read_line(kSysfsDevices / f.device / "ports" / std::to_string(p) / "gid_attrs" / "ndevs" / "0");
         out.push_back(std::move(f));
@@ -120,13 +111,6 @@ std::string egress_device(const sockaddr* server) {
     freeifaddrs(list);
     return name.empty() ? name : name + " (" + wanted + ")";
 }
-
-struct ChannelDeleter {
-    void operator()(rdma_event_channel* c) const { rdma_destroy_event_channel(c); }
-};
-struct IdDeleter {
-    void operator()(rdma_cm_id* id) const { rdma_destroy_id(id); }
-};
 
 // The next event on `channel` within `timeout_ms`; false with errno.
 bool next_event(rdma_event_channel* channel, int timeout_ms, rdma_cm_event_type& type, int& status) {
@@ -185,13 +169,13 @@ LimitFacts gather_limits() {
 RouteFacts resolve_route(const sockaddr* server, int timeout_ms) {
     RouteFacts facts;
     facts.egress = egress_device(server);
-    const std::unique_ptr<rdma_event_channel, ChannelDeleter> channel(rdma_create_event_channel());
+    const transport::CmChannelPtr channel(rdma_create_event_channel());
     if (!channel) return facts.error = std::string("rdma_create_event_channel: ") + strerror(errno), facts;
     rdma_cm_id* raw = nullptr;
     if (rdma_create_id(channel.get(), &raw, nullptr, RDMA_PS_TCP) != 0)
         return facts.error = std::string("rdma_create_id: ") + strerror(errno), facts;
     // Destroyed before the channel it reports to (declared after it).
-    const std::unique_ptr<rdma_cm_id, IdDeleter> id(raw);
+    const transport::CmIdPtr id(raw);
     rdma_cm_event_type type{};
     int status = 0;
     if (rdma_resolve_addr(id.get(), nullptr, const_cast<sockaddr*>(server), timeout_ms) != 0)
@@ -209,7 +193,7 @@ RouteFacts resolve_route(const sockaddr* server, int timeout_ms) {
     facts.source = numeric_host(source);
     facts.gid_type = gid_type_for(facts.device, facts.port, source);
     ibv_port_attr port{};
-    if (ibv_query_port(id->verbs, id->port_num, &port) == 0) facts.mtu = mtu_bytes(port.active_mtu);
+    if (ibv_query_port(id->verbs, id->port_num, &port) == 0) facts.mtu = transport::mtu_bytes(port.active_mtu);
     if (rdma_resolve_route(id.get(), timeout_ms) != 0)
         return facts.error = std::string("rdma_resolve_route: ") + strerror(errno), facts;
     if (!next_event(channel.get(), timeout_ms, type, status))

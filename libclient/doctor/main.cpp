@@ -1,4 +1,5 @@
 // pgrdma doctor [--timeout SECONDS] [--quiet] TARGET
+// pgrdma doctor --server [--quiet] CONNINFO
 //
 // Can this client use RDMA to that server, and if not, why not? Reports
 // this host's RDMA devices, provider libraries, limits and the route to
@@ -6,6 +7,8 @@
 // session would make and an echo over it, without starting a PostgreSQL
 // session. Ends with one verdict and an exit code by where the cause lies
 // (verdict.hpp). Runs without libpq_rdma.so: it uses the transport itself.
+// With --server it asks the running server to check its own side instead
+// (server_report.hpp).
 #include <netdb.h>
 #include <sys/socket.h>
 
@@ -17,6 +20,7 @@
 
 #include "libclient/doctor/local_facts.hpp"
 #include "libclient/doctor/probe_run.hpp"
+#include "libclient/doctor/server_report.hpp"
 #include "libclient/doctor/target.hpp"
 #include "libclient/doctor/verdict.hpp"
 
@@ -30,10 +34,13 @@ constexpr int kMaxTimeoutSeconds = 600;
 void usage(std::FILE* to) {
     std::fprintf(to,
                  "usage: pgrdma doctor [--timeout SECONDS] [--quiet] TARGET\n"
+                 "       pgrdma doctor --server [--quiet] CONNINFO\n"
                  "  TARGET: HOST, HOST:PORT, [IPV6]:PORT, a conninfo string (\"host=db1 port=5433\") or a\n"
                  "          postgresql:// URI; PGHOST, PGHOSTADDR and PGPORT fill in what it leaves out\n"
                  "  --timeout SECONDS  for the TCP connection and the probe together (default %d)\n"
-                 "  --quiet            print the verdict only\n"
+                 "  --quiet            print the verdict only (--server: and the checks that are not ok)\n"
+                 "  --server           the running server checks its own side (pg_rdma_check_server():\n"
+                 "                     listen addresses, limits, caps), asked over plain libpq\n"
                  "exit: 0 RDMA works, 1 a cause on this host, 2 usage, 3 the server declined or did not\n"
                  "      answer, 4 the network (RDMA connection or echo), 5 the server has no pg_rdma,\n"
                  "      6 no TCP connection to the server\n",
@@ -93,12 +100,15 @@ void print_facts(const Facts& f) {
 int main(int argc, char** argv) {
     int timeout_s = kDefaultTimeoutSeconds;
     bool quiet = false;
+    bool server_side = false;
     const char* target_text = nullptr;
     for (int i = 1; i < argc; ++i) {
         const std::string_view arg = argv[i];
         if (arg == "--help" || arg == "-h") return usage(stdout), kExitWorks;
         if (arg == "--quiet" || arg == "-q") {
             quiet = true;
+        } else if (arg == "--server") {
+            server_side = true;
         } else if (arg == "--timeout" && i + 1 < argc) {
             char* end = nullptr;
             const long v = std::strtol(argv[++i], &end, 10);
@@ -117,6 +127,7 @@ int main(int argc, char** argv) {
             return usage(stderr), kExitUsage;
         }
     }
+    if (server_side) return report_server(target_text != nullptr ? target_text : "", quiet);
     std::string error;
     const auto target = parse_target(target_text != nullptr ? target_text : "",
                                      Defaults{std::getenv("PGHOST"), std::getenv("PGHOSTADDR"), std::getenv("PGPORT")},

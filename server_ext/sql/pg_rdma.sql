@@ -66,6 +66,12 @@ SHOW pg_rdma.keepalive_max_timeout;
 SHOW pg_rdma.busy_poll;
 SHOW pg_rdma.connect_timeout;
 
+-- The server's own check: this server offers RDMA on no address and says
+-- so; the caps admit sessions; the limits' rows depend on the host.
+SELECT item, target, status FROM pg_rdma_check_server()
+WHERE item IN ('listen_address', 'setup_caps') ORDER BY item;
+SELECT count(*) AS limit_rows FROM pg_rdma_check_server() WHERE item IN ('memlock', 'descriptors');
+
 -- They are fixed at server start.
 SET pg_rdma.keepalive_interval = '5s';
 -- All but output batching, which is a session's choice.
@@ -89,7 +95,13 @@ SELECT count(*) FROM pg_stat_rdma;
 SELECT count(*) > 0 AS outcomes FROM pg_stat_rdma_outcomes;
 SELECT count(*) FROM pg_stat_rdma_devices;
 SELECT pg_stat_reset_rdma();
+SELECT count(*) FROM pg_rdma_check_server();
 RESET ROLE;
+GRANT pg_monitor TO regress_rdma_reader;
+SET ROLE regress_rdma_reader;
+SELECT count(*) > 0 AS checked FROM pg_rdma_check_server();
+RESET ROLE;
+REVOKE pg_monitor FROM regress_rdma_reader;
 GRANT EXECUTE ON FUNCTION pg_stat_reset_rdma() TO regress_rdma_reader;
 SET ROLE regress_rdma_reader;
 SELECT pg_stat_reset_rdma();

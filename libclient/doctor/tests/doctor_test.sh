@@ -15,6 +15,9 @@
 # about it but log_connections' lines (no "incomplete startup packet", no
 # FATAL). (The firewall verdict needs a link: the two-host test
 # client_roce_blocked_fallback causes it.)
+# `pgrdma doctor --server` (pg_rdma_check_server()): the rxe address is ok
+# on rxe0, 127.0.0.1 a problem (no device), exit 3; with the cap at 0 the
+# caps are a problem too.
 # Usage: doctor_test.sh PGRDMA BUILD_DIR
 set -euo pipefail
 pgrdma=$1 build=$2
@@ -122,6 +125,22 @@ fi
 echo "ok: $probes probes answered: counted once each as 'probe', no row, no backend left, nothing in the log but:"
 grep -o 'pg_rdma: answered an RDMA probe.*' "$work/log" | sed 's/host=[^ ]* port=[0-9]*/host=H port=P/' | sort | uniq -c
 
+# ---- the server's own check
+server_check() {
+    local rc=0
+    as_pg "$pgrdma" doctor --server "host=$main_work port=$PORT user=postgres dbname=postgres" >"$work/doctor" 2>&1 || rc=$?
+    cat "$work/doctor"
+    [ "$rc" = 3 ] || fail "doctor --server exited $rc, expected 3"
+    grep -qx "ok  *listen_address  *$IP: rxe0 port 1, RoCE, MTU [0-9]*, active" "$work/doctor" ||
+        fail "doctor --server: no ok line for $IP on rxe0"
+    grep -q "^problem  *listen_address  *127.0.0.1: rdma_bind_addr(127.0.0.1:0): the address is not on an RDMA device" "$work/doctor" ||
+        fail "doctor --server: no problem line for 127.0.0.1"
+    grep -qx "cause: *server_problem (exit 3)" "$work/doctor" || fail "doctor --server: the cause is not server_problem"
+}
+server_check
+grep -q '^ok  *setup_caps' "$work/doctor" || fail "doctor --server: the caps are not ok"
+echo "ok: doctor --server: $IP ok on rxe0, 127.0.0.1 a problem"
+
 # ---- no server, no pg_rdma
 doctor "no_server" 6 no_server "Connection refused" "$IP:$NOTHING_PORT"
 PG_CLUSTER_PORT=$PLAIN_PORT
@@ -136,4 +155,8 @@ pg_cluster_use "$main_work"
 echo "pg_rdma.max_unauthenticated_sessions = 0" | _pg_cluster_append "$PG_CLUSTER_DATA/postgresql.conf"
 pg_cluster_restart
 doctor "over_cap" 3 over_cap "the server declined (over_cap): " "$IP:$PORT"
+server_check
+grep -q '^problem  *setup_caps  *server: 0 session(s) may be in RDMA setup' "$work/doctor" ||
+    fail "doctor --server: a cap of 0 is not a problem"
+echo "ok: doctor --server: a cap of 0 sessions is a problem"
 echo "all doctor verdicts checked"
