@@ -16,6 +16,7 @@
 #include "server_ext/session/install.hpp"
 #include "server_ext/settings_gucs.hpp"
 #include "server_ext/setup_gate.hpp"
+#include "server_ext/outgoing_slots.hpp"
 #include "server_ext/stat_slots.hpp"
 #include "server_ext/stat_totals.hpp"
 
@@ -58,6 +59,7 @@ void _PG_init(void) {
     check_settings_or_stop();
     pg_rdma::server::add_rdma_listen_addresses();
     pg_rdma::server::install_stat_slot_hooks();
+    pg_rdma::server::install_outgoing_slot_hooks();
     pg_rdma::server::install_stat_totals_hooks();
     pg_rdma::server::install_setup_gate_hooks();
     pg_rdma::server::install_session_hooks();

@@ -9,6 +9,7 @@
 #include <atomic>
 
 #include "server_ext/libpq_side/client_library.hpp"
+#include "server_ext/libpq_side/outgoing_rows.hpp"
 
 namespace {
 
@@ -45,16 +46,41 @@ F resolve(std::atomic<F>& cache, const char* name) noexcept {
         return target args;                                                     \
     }
 
-PG_RDMA_FORWARD_CHECKED(PGconn*, PQconnectdb, (const char* conninfo), (conninfo))
-PG_RDMA_FORWARD_CHECKED(PGconn*, PQconnectdbParams, (const char* const* k, const char* const* v, int e), (k, v, e))
+// A blocking connect, whose connection gets its pg_stat_rdma_outgoing row
+// at once (its own polling may not pass through PQconnectPoll's trampoline).
+#define PG_RDMA_FORWARD_CONNECT(name, params, args)                             \
+    extern "C" __attribute__((visibility("default"))) PGconn* name params {    \
+        static constinit std::atomic<PGconn*(*) params> cache{nullptr};         \
+        const auto target = resolve(cache, #name);                              \
+        pg_rdma::server::allow_with_rsocket_in_proxy_checks();                  \
+        PGconn* const conn = target args;                                       \
+        pg_rdma::server::note_connection_made(conn);                            \
+        return conn;                                                            \
+    }
+
+PG_RDMA_FORWARD_CONNECT(PQconnectdb, (const char* conninfo), (conninfo))
+PG_RDMA_FORWARD_CONNECT(PQconnectdbParams, (const char* const* k, const char* const* v, int e), (k, v, e))
 PG_RDMA_FORWARD_CHECKED(PGconn*, PQconnectStart, (const char* conninfo), (conninfo))
 PG_RDMA_FORWARD_CHECKED(PGconn*, PQconnectStartParams, (const char* const* k, const char* const* v, int e), (k, v, e))
-PG_RDMA_FORWARD_CHECKED(PGconn*, PQsetdbLogin,
+PG_RDMA_FORWARD_CONNECT(PQsetdbLogin,
                 (const char* h, const char* p, const char* o, const char* t, const char* d, const char* l,
                  const char* w),
                 (h, p, o, t, d, l, w))
-PG_RDMA_FORWARD(PostgresPollingStatusType, PQconnectPoll, (PGconn * conn), (conn))
-PG_RDMA_FORWARD(void, PQfinish, (PGconn * conn), (conn))
+
+// The non-blocking connect's end (walreceiver, dblink, postgres_fdw poll
+// PQconnectPoll until it says OK) claims the row; PQfinish gives it back.
+extern "C" __attribute__((visibility("default"))) PostgresPollingStatusType PQconnectPoll(PGconn* conn) {
+    static constinit std::atomic<PostgresPollingStatusType (*)(PGconn*)> cache{nullptr};
+    const PostgresPollingStatusType status = resolve(cache, "PQconnectPoll")(conn);
+    if (status == PGRES_POLLING_OK) pg_rdma::server::note_connection_made(conn);
+    return status;
+}
+
+extern "C" __attribute__((visibility("default"))) void PQfinish(PGconn* conn) {
+    static constinit std::atomic<void (*)(PGconn*)> cache{nullptr};
+    pg_rdma::server::note_connection_finished(conn);
+    resolve(cache, "PQfinish")(conn);
+}
 PG_RDMA_FORWARD_CHECKED(PQconninfoOption*, PQconninfoParse, (const char* conninfo, char** errmsg), (conninfo, errmsg))
 PG_RDMA_FORWARD_CHECKED(PQconninfoOption*, PQconndefaults, (void), ())
 PG_RDMA_FORWARD(PQconninfoOption*, PQconninfo, (PGconn * conn), (conn))

@@ -42,6 +42,12 @@ FROM pg_attribute
 WHERE attrelid = 'pg_stat_rdma_devices'::regclass AND attnum > 0
 ORDER BY attnum;
 SELECT count(*) FROM pg_stat_rdma_devices;
+-- The connections this server makes itself: none here.
+SELECT attname, format_type(atttypid, atttypmod) AS type
+FROM pg_attribute
+WHERE attrelid = 'pg_stat_rdma_outgoing'::regclass AND attnum > 0
+ORDER BY attnum;
+SELECT count(*) FROM pg_stat_rdma_outgoing;
 -- The reset moves stats_reset on.
 SELECT stats_reset AS before_reset FROM pg_stat_rdma_outcomes LIMIT 1 \gset
 SELECT pg_stat_reset_rdma();
@@ -94,6 +100,7 @@ SET ROLE regress_rdma_reader;
 SELECT count(*) FROM pg_stat_rdma;
 SELECT count(*) > 0 AS outcomes FROM pg_stat_rdma_outcomes;
 SELECT count(*) FROM pg_stat_rdma_devices;
+SELECT count(*) FROM pg_stat_rdma_outgoing;
 SELECT pg_stat_reset_rdma();
 SELECT count(*) FROM pg_rdma_check_server();
 RESET ROLE;

@@ -5,7 +5,8 @@
 # dblink and postgres_fdw (a backend's own libpq), streaming replication (the
 # walreceiver; a primary restart mid-stream), logical replication (the
 # apply and tablesync workers). Which transport a connection used is what
-# the server it reached says (pg_stat_rdma).
+# the server it reached says (pg_stat_rdma); the server that made it lists
+# it in pg_stat_rdma_outgoing (dblink's, the walreceiver's).
 # Usage: between_servers_test.sh BUILD_DIR
 set -euo pipefail
 build=$1
@@ -63,6 +64,35 @@ SQL
 [ "$(grep -cx rdma <<<"$out")" = 2 ] || fail "two dblink connections in flight: $out"
 echo "ok: dblink from a backend whose own session is on RDMA; two named connections in flight at once"
 
+# The connecting server's own view: a row per connection its backend made,
+# with the address it reached, the transport and what was asked; gone at
+# disconnect.
+out=$(psql_primary <<SQL
+select dblink_connect('o1', '$remote with_rsocket=require');
+select dblink_connect('o2', '$remote with_rsocket=false');
+select transport || ' ' || host(remote_addr) || ' ' || remote_port || ' ' || coalesce(device, '-') || ' ' ||
+       coalesce(requested, '-') || ' ' || (connected_at <= now())
+from pg_stat_rdma_outgoing where pid = pg_backend_pid() order by transport;
+select dblink_disconnect('o1'), dblink_disconnect('o2');
+select 'left ' || count(*) from pg_stat_rdma_outgoing where pid = pg_backend_pid();
+SQL
+) || fail "pg_stat_rdma_outgoing with two dblink connections: $out"
+grep -qx "rdma $IP $PG_CLUSTER_PORT rxe0 require true" <<<"$out" || fail "no outgoing rdma row for dblink o1: $out"
+grep -qx "tcp $IP $PG_CLUSTER_PORT - false true" <<<"$out" || fail "no outgoing tcp row for dblink o2: $out"
+grep -qx "left 0" <<<"$out" || fail "dblink_disconnect left outgoing rows: $out"
+# An ordinary role sees its own connections' details, not others'.
+out=$(psql_primary <<SQL
+create role outgoing_reader login;
+grant execute on function dblink_connect_u(text, text) to outgoing_reader;
+set role outgoing_reader;
+select dblink_connect_u('o3', '$remote with_rsocket=require');
+select 'own ' || transport from pg_stat_rdma_outgoing where pid = pg_backend_pid();
+reset role;
+SQL
+) || fail "pg_stat_rdma_outgoing for an ordinary role: $out"
+grep -qx "own rdma" <<<"$out" || fail "an ordinary role does not see its own outgoing row: $out"
+echo "ok: pg_stat_rdma_outgoing lists a backend's dblink connections (rdma with rxe0 and require, tcp with false), drops them at disconnect, shows a role its own"
+
 # 2. postgres_fdw: the option validator accepts with_rsocket, the remote
 # session runs over RDMA; the local psql session (Unix socket) is untouched.
 psql_primary -v remote="$IP" -v port="$PG_CLUSTER_PORT" -v password=secret -f "$conf/postgres_fdw.pg_rdma.sql" \
@@ -109,6 +139,13 @@ psql_primary -c "insert into rep select g, md5(g::text) from generate_series(1, 
 replayed() { [ "$(psql_standby -c "select count(*) from rep" 2>/dev/null)" = "$1" ]; }
 wait_for 60 replayed 1000 || fail "the standby did not replay the rows: $(psql_standby -c 'select count(*) from rep' 2>&1)"
 echo "ok: streaming replication over RDMA with conf/standby.pg_rdma.conf (walsender on rdma, streaming, rows on the standby)"
+walreceiver_row() {
+    psql_standby -c "select o.transport || ' ' || host(o.remote_addr) || ' ' || o.remote_port || ' ' || o.requested
+                     from pg_stat_rdma_outgoing o join pg_stat_wal_receiver w using (pid)"
+}
+[ "$(walreceiver_row)" = "rdma $IP 54430 true" ] ||
+    fail "the standby's walreceiver in pg_stat_rdma_outgoing: '$(walreceiver_row)', want 'rdma $IP 54430 true'"
+echo "ok: the standby's pg_stat_rdma_outgoing has its walreceiver's connection: $(walreceiver_row)"
 
 # Several hosts and target_session_attrs (a client program, libpq_rdma.so
 # preloaded): every host is tried with the same policy, so require reaches
