@@ -12,7 +12,8 @@
 //   'R' as for the upgrade (upgrade.hpp): the client connects over RDMA and
 //       the server echoes every byte it receives there, up to
 //       kProbeEchoLimit bytes or kProbeTimeLimitMs, then closes both the
-//       RDMA connection and the TCP one; no PostgreSQL session starts
+//       RDMA connection and the TCP one; no PostgreSQL session starts, and
+//       nothing the client sent after its request reaches PostgreSQL
 //   'D' decline with its reason:
 //      0  u8   'D'
 //      1  u8   n: length of the outcome's name (1..kMaxProbeOutcomeLength)
@@ -47,7 +48,7 @@ inline constexpr std::size_t kMaxProbeDeclineSize =
 // RDMA connection open: a probe pins what a session pins, so it must not
 // outstay one's setup by much.
 inline constexpr std::size_t kProbeEchoLimit = 1u << 20;        // bytes
-inline constexpr int kProbeTimeLimitMs = 10'000;                // ms
+inline constexpr int kProbeTimeLimitMs = 5'000;                 // ms
 
 UpgradeRequestBytes encode_probe_request();
 

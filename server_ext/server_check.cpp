@@ -1,6 +1,6 @@
 #include "server_ext/server_check.hpp"
 
-#include <dlfcn.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <unistd.h>
 
@@ -25,13 +25,55 @@ struct AddrInfoDeleter {
     void operator()(addrinfo* a) const { freeaddrinfo(a); }
 };
 
-void check_address(const std::string& item, std::vector<CheckRow>& rows) {
-    if (item == "*") {
-        rows.push_back({"listen_address", "*", "warning",
-                        "every local address is offered: a session on one without an RDMA device falls back "
-                        "(no_device); list the RDMA ports' addresses instead to have them checked here"});
+// One address of the list: `missing` is the status of an address without
+// an RDMA device ("problem" when listed by name, "warning" under "*").
+void check_one(const sockaddr* address, const std::string& target, const char* missing, std::vector<CheckRow>& rows) {
+    transport::AddressPort port;
+    transport::Error err;
+    if (!transport::rdma_port_of_address(address, port, err)) {
+        rows.push_back({"listen_address", target, missing,
+                        err.message + ": sessions reaching it fall back to TCP (no_device); list only "
+                                      "addresses on an RDMA port (\"rdma link\" shows them)"});
         return;
     }
+    const std::string where = fmt::format("{} port {}, {}, MTU {}", port.device, port.port,
+                                          port.ethernet ? "RoCE" : "InfiniBand", port.mtu);
+    if (port.active)
+        rows.push_back({"listen_address", target, "ok", where + ", " + port.state});
+    else
+        rows.push_back({"listen_address", target, "problem",
+                        where + ", port " + port.state + ": sessions to it fail over or fall back until it is "
+                                                         "active (check the cable, the switch, \"rdma link\")"});
+}
+
+std::string numeric(const sockaddr* address) {
+    char host[NI_MAXHOST] = {};
+    const socklen_t len = address->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+    (void)getnameinfo(address, len, host, sizeof host, nullptr, 0, NI_NUMERICHOST);
+    return host;
+}
+
+struct IfAddrsDeleter {
+    void operator()(ifaddrs* a) const { freeifaddrs(a); }
+};
+
+// "*": every address of every interface is offered.
+void check_every_address(std::vector<CheckRow>& rows) {
+    rows.push_back({"listen_address", "*", "warning",
+                    "every local address is offered: a session on one without an RDMA device falls back "
+                    "(no_device); listing the RDMA ports' addresses instead keeps such clients from asking"});
+    ifaddrs* raw = nullptr;
+    if (getifaddrs(&raw) != 0) return;
+    const std::unique_ptr<ifaddrs, IfAddrsDeleter> list(raw);
+    for (const ifaddrs* i = list.get(); i != nullptr; i = i->ifa_next) {
+        if (i->ifa_addr == nullptr || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
+            continue;
+        check_one(i->ifa_addr, fmt::format("* ({} on {})", numeric(i->ifa_addr), i->ifa_name), "warning", rows);
+    }
+}
+
+void check_address(const std::string& item, std::vector<CheckRow>& rows) {
+    if (item == "*") return check_every_address(rows);
     addrinfo hints{};
     hints.ai_socktype = SOCK_STREAM;
     addrinfo* raw = nullptr;
@@ -41,25 +83,8 @@ void check_address(const std::string& item, std::vector<CheckRow>& rows) {
     }
     const std::unique_ptr<addrinfo, AddrInfoDeleter> list(raw);
     for (const addrinfo* a = list.get(); a != nullptr; a = a->ai_next) {
-        char host[NI_MAXHOST] = {};
-        (void)getnameinfo(a->ai_addr, a->ai_addrlen, host, sizeof host, nullptr, 0, NI_NUMERICHOST);
-        const std::string target = item == host ? item : fmt::format("{} ({})", item, host);
-        transport::AddressPort port;
-        transport::Error err;
-        if (!transport::rdma_port_of_address(a->ai_addr, port, err)) {
-            rows.push_back({"listen_address", target, "problem",
-                            err.message + ": sessions reaching it fall back to TCP (no_device); list only "
-                                          "addresses on an RDMA port (\"rdma link\" shows them)"});
-            continue;
-        }
-        const std::string where = fmt::format("{} port {}, {}, MTU {}", port.device, port.port,
-                                              port.ethernet ? "RoCE" : "InfiniBand", port.mtu);
-        if (port.active)
-            rows.push_back({"listen_address", target, "ok", where + ", " + port.state});
-        else
-            rows.push_back({"listen_address", target, "problem",
-                            where + ", port " + port.state + ": sessions to it fail over or fall back until it is "
-                                                             "active (check the cable, the switch, \"rdma link\")"});
+        const std::string host = numeric(a->ai_addr);
+        check_one(a->ai_addr, item == host ? item : fmt::format("{} ({})", item, host), "problem", rows);
     }
 }
 

@@ -26,7 +26,6 @@ struct CheckInputs {
     std::uint64_t session_bytes = 0;     // pinned by one session's buffers (the verbs' own come on top)
     int descriptors_per_session = 0;
     int max_files_per_process = 0;
-    int max_connections = 0;
     int max_unauthenticated_sessions = 0;  // effective (-1 resolved)
     std::uint64_t max_unauthenticated_memory = 0;  // bytes
     std::string client_library;          // pg_rdma.client_library

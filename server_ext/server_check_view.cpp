@@ -43,7 +43,6 @@ bool gather(CheckTable& table, char (&why)[256]) noexcept {
         in.session_bytes = session_pinned_bytes();
         in.descriptors_per_session = pg_rdma::transport::kDescriptorsPerConnection;
         in.max_files_per_process = max_files_per_process;
-        in.max_connections = MaxConnections;
         const SetupCaps caps = setup_caps();
         in.max_unauthenticated_sessions = caps.sessions;
         in.max_unauthenticated_memory = caps.memory_bytes;

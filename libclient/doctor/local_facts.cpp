@@ -45,9 +45,13 @@ struct ContextDeleter {
     void operator()(ibv_context* c) const { ibv_close_device(c); }
 };
 
-void add_ports(ibv_device* device, std::vector<PortFacts>& out) {
+void add_ports(ibv_device* device, DeviceFacts& facts) {
+    std::vector<PortFacts>& out = facts.ports;
     const std::unique_ptr<ibv_context, ContextDeleter> context(ibv_open_device(device));
-    if (!context) return;
+    if (!context) {
+        facts.unopenable.push_back(std::string(ibv_get_device_name(device)) + " (" + strerror(errno) + ")");
+        return;
+    }
     ibv_device_attr attr{};
     if (ibv_query_device(context.get(), &attr) != 0) return;
     for (int p = 1; p <= attr.phys_port_cnt; ++p) {
@@ -112,10 +116,17 @@ std::string egress_device(const sockaddr* server) {
     return name.empty() ? name : name + " (" + wanted + ")";
 }
 
-// The next event on `channel` within `timeout_ms`; false with errno.
-bool next_event(rdma_event_channel* channel, int timeout_ms, rdma_cm_event_type& type, int& status) {
+int ms_left(std::chrono::steady_clock::time_point until) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count();
+    return left > 0 ? static_cast<int>(left) : 0;
+}
+
+// The next event on `channel` by `until`; false with errno.
+bool next_event(rdma_event_channel* channel, std::chrono::steady_clock::time_point until, rdma_cm_event_type& type,
+                int& status) {
     pollfd p{channel->fd, POLLIN, 0};
-    const int n = ::poll(&p, 1, timeout_ms);
+    const int n = ::poll(&p, 1, ms_left(until));
     if (n == 0) return errno = ETIMEDOUT, false;
     if (n < 0) return false;
     rdma_cm_event* event = nullptr;
@@ -147,7 +158,7 @@ DeviceFacts gather_devices() {
     std::vector<std::string> opened;
     for (int i = 0; list && i < count; ++i) {
         opened.emplace_back(ibv_get_device_name(list.get()[i]));
-        add_ports(list.get()[i], facts.ports);
+        add_ports(list.get()[i], facts);
     }
     for (const std::string& name : facts.in_sysfs)
         if (std::find(opened.begin(), opened.end(), name) == opened.end()) facts.without_provider.push_back(name);
@@ -166,7 +177,7 @@ LimitFacts gather_limits() {
     return facts;
 }
 
-RouteFacts resolve_route(const sockaddr* server, int timeout_ms) {
+RouteFacts resolve_route(const sockaddr* server, const sockaddr* source, std::chrono::steady_clock::time_point until) {
     RouteFacts facts;
     facts.egress = egress_device(server);
     const transport::CmChannelPtr channel(rdma_create_event_channel());
@@ -178,9 +189,16 @@ RouteFacts resolve_route(const sockaddr* server, int timeout_ms) {
     const transport::CmIdPtr id(raw);
     rdma_cm_event_type type{};
     int status = 0;
-    if (rdma_resolve_addr(id.get(), nullptr, const_cast<sockaddr*>(server), timeout_ms) != 0)
+    sockaddr_storage from{};
+    if (source != nullptr && source->sa_family == server->sa_family) {
+        std::memcpy(&from, source, source->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in));
+        if (from.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&from)->sin_port = 0;
+        else reinterpret_cast<sockaddr_in6*>(&from)->sin6_port = 0;
+    }
+    sockaddr* const src = from.ss_family != 0 ? reinterpret_cast<sockaddr*>(&from) : nullptr;
+    if (rdma_resolve_addr(id.get(), src, const_cast<sockaddr*>(server), std::max(ms_left(until), 1)) != 0)
         return facts.error = std::string("rdma_resolve_addr: ") + strerror(errno), facts;
-    if (!next_event(channel.get(), timeout_ms, type, status))
+    if (!next_event(channel.get(), until, type, status))
         return facts.error = std::string("resolving the address: ") + strerror(errno), facts;
     if (type != RDMA_CM_EVENT_ADDR_RESOLVED)
         return facts.error = std::string("rdma_cm could not resolve the address (") + rdma_event_str(type) +
@@ -189,14 +207,14 @@ RouteFacts resolve_route(const sockaddr* server, int timeout_ms) {
     if (id->verbs == nullptr) return facts.error = "the address resolved to no RDMA device", facts;
     facts.device = ibv_get_device_name(id->verbs->device);
     facts.port = id->port_num;
-    const sockaddr* source = rdma_get_local_addr(id.get());
-    facts.source = numeric_host(source);
-    facts.gid_type = gid_type_for(facts.device, facts.port, source);
+    const sockaddr* bound = rdma_get_local_addr(id.get());
+    facts.source = numeric_host(bound);
+    facts.gid_type = gid_type_for(facts.device, facts.port, bound);
     ibv_port_attr port{};
     if (ibv_query_port(id->verbs, id->port_num, &port) == 0) facts.mtu = transport::mtu_bytes(port.active_mtu);
-    if (rdma_resolve_route(id.get(), timeout_ms) != 0)
+    if (rdma_resolve_route(id.get(), std::max(ms_left(until), 1)) != 0)
         return facts.error = std::string("rdma_resolve_route: ") + strerror(errno), facts;
-    if (!next_event(channel.get(), timeout_ms, type, status))
+    if (!next_event(channel.get(), until, type, status))
         return facts.error = std::string("resolving the route: ") + strerror(errno), facts;
     if (type != RDMA_CM_EVENT_ROUTE_RESOLVED)
         return facts.error = std::string("rdma_cm could not resolve the route (") + rdma_event_str(type) + ")", facts;

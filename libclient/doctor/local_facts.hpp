@@ -6,6 +6,7 @@
 
 #include <sys/socket.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -23,8 +24,9 @@ struct PortFacts {
 };
 
 struct DeviceFacts {
-    std::vector<std::string> in_sysfs;        // /sys/class/infiniband
-    std::vector<std::string> without_provider;  // in sysfs, but no verbs library opens them
+    std::vector<std::string> in_sysfs;          // /sys/class/infiniband
+    std::vector<std::string> without_provider;  // in sysfs, but no verbs library lists them
+    std::vector<std::string> unopenable;        // listed, but ibv_open_device fails (with why)
     std::vector<PortFacts> ports;
 };
 
@@ -49,8 +51,9 @@ struct RouteFacts {
 DeviceFacts gather_devices();
 LimitFacts gather_limits();
 // Resolves the address and route to `server` as a session's connection
-// would, within `timeout_ms`.
-RouteFacts resolve_route(const sockaddr* server, int timeout_ms);
+// would: from `source` (the probe's TCP connection's local address; port
+// ignored; nullptr: the kernel's choice), by `until`.
+RouteFacts resolve_route(const sockaddr* server, const sockaddr* source, std::chrono::steady_clock::time_point until);
 
 // "10.0.0.5", "fe80::1" (no port).
 std::string numeric_host(const sockaddr* address);

@@ -12,6 +12,7 @@
 #include <netdb.h>
 #include <sys/socket.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -37,33 +38,27 @@ void usage(std::FILE* to) {
                  "       pgrdma doctor --server [--quiet] CONNINFO\n"
                  "  TARGET: HOST, HOST:PORT, [IPV6]:PORT, a conninfo string (\"host=db1 port=5433\") or a\n"
                  "          postgresql:// URI; PGHOST, PGHOSTADDR and PGPORT fill in what it leaves out\n"
-                 "  --timeout SECONDS  for the TCP connection and the probe together (default %d)\n"
+                 "  --timeout SECONDS  for the whole run: TCP connection, route, probe (default %d;\n"
+                 "                     --server: the connection)\n"
                  "  --quiet            print the verdict only (--server: and the checks that are not ok)\n"
                  "  --server           the running server checks its own side (pg_rdma_check_server():\n"
                  "                     listen addresses, limits, caps), asked over plain libpq\n"
                  "exit: 0 RDMA works, 1 a cause on this host, 2 usage, 3 the server declined or did not\n"
-                 "      answer, 4 the network (RDMA connection or echo), 5 the server has no pg_rdma,\n"
-                 "      6 no TCP connection to the server\n",
+                 "      answer, 4 the network (RDMA connection or echo), 5 the server has no pg_rdma (or\n"
+                 "      is no PostgreSQL), 6 no TCP connection to the server; --server: 0 no problem,\n"
+                 "      2 a role that may not run the check, 3 a problem, 5 no pg_rdma_check_server(),\n"
+                 "      6 no connection\n",
                  kDefaultTimeoutSeconds);
 }
 
-std::string server_label(const Target& t) {
-    const bool v6 = t.address.find(':') != std::string::npos;
-    std::string label = (v6 ? "[" + t.address + "]" : t.address) + ":" + t.port;
-    if (t.host != t.address) label += " (" + t.host + ")";
+// "10.0.0.5:5432", "[fd00::5]:5432", with the name given when it was one:
+// "10.0.0.5:5432 (db1)". `connected`: the address the probe reached.
+std::string server_label(const Target& t, const std::string& connected) {
+    const std::string& address = connected.empty() ? t.address : connected;
+    const bool v6 = address.find(':') != std::string::npos;
+    std::string label = (v6 ? "[" + address + "]" : address) + ":" + t.port;
+    if (t.host != address) label += " (" + t.host + ")";
     return label;
-}
-
-// The server's first address as the probe will reach it, for the route.
-bool first_address(const Target& t, sockaddr_storage& out) {
-    addrinfo hints{};
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_ADDRCONFIG;
-    addrinfo* list = nullptr;
-    if (getaddrinfo(t.address.c_str(), t.port.c_str(), &hints, &list) != 0 || list == nullptr) return false;
-    std::memcpy(&out, list->ai_addr, list->ai_addrlen);
-    freeaddrinfo(list);
-    return true;
 }
 
 void print_facts(const Facts& f) {
@@ -74,6 +69,8 @@ void print_facts(const Facts& f) {
                     p.link_layer.c_str(), p.mtu, p.netdev.empty() ? "" : ", netdev ", p.netdev.c_str());
     for (const std::string& name : f.devices.without_provider)
         std::printf("device:      %s has no provider library that opens it\n", name.c_str());
+    for (const std::string& name : f.devices.unopenable)
+        std::printf("device:      %s cannot be opened\n", name.c_str());
     std::printf("limits:      memlock %s (a session needs %s), descriptors %llu\n",
                 f.limits.memlock_unlimited ? "unlimited" : format_bytes(f.limits.memlock).c_str(),
                 format_bytes(f.limits.session_pins).c_str(), static_cast<unsigned long long>(f.limits.descriptors));
@@ -85,8 +82,8 @@ void print_facts(const Facts& f) {
                     f.route.egress.c_str(), f.route.egress.empty() ? "" : ")",
                     f.route.error.empty() ? "" : ("; " + f.route.error).c_str());
     const ProbeRun& p = f.probe;
-    if (p.end != ProbeRun::End::TcpFailed) std::printf("tcp:         connected in %.1f ms\n", p.tcp_ms);
-    if (p.end == ProbeRun::End::Works)
+    if (p.end != ProbeEnd::TcpFailed) std::printf("tcp:         connected in %.1f ms\n", p.tcp_ms);
+    if (p.end == ProbeEnd::Works)
         std::printf("probe:       RDMA set up in %.1f ms on %s; %d round trips of %zu bytes, median %.0f us; "
                     "%zu KiB echoed\n",
                     p.setup_ms, p.device.c_str(), kRoundTrips, kRoundTripBytes, p.round_trip_us,
@@ -127,7 +124,7 @@ int main(int argc, char** argv) {
             return usage(stderr), kExitUsage;
         }
     }
-    if (server_side) return report_server(target_text != nullptr ? target_text : "", quiet);
+    if (server_side) return report_server(target_text != nullptr ? target_text : "", timeout_s, quiet);
     std::string error;
     const auto target = parse_target(target_text != nullptr ? target_text : "",
                                      Defaults{std::getenv("PGHOST"), std::getenv("PGHOSTADDR"), std::getenv("PGPORT")},
@@ -136,19 +133,25 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "pgrdma doctor: %s\n", error.c_str());
         return usage(stderr), kExitUsage;
     }
+    // One deadline for the whole run: the TCP connection, the route, the probe.
+    const Clock::time_point until = Clock::now() + std::chrono::seconds(timeout_s);
     Facts facts;
-    facts.server = server_label(*target);
     facts.timeout_ms = timeout_s * 1000;
     facts.devices = gather_devices();
     facts.limits = gather_limits();
-    sockaddr_storage address{};
+    const TcpLink link = connect_tcp(target->address, target->port, until);
+    facts.server =
+        server_label(*target, link.fd.valid() ? numeric_host(reinterpret_cast<const sockaddr*>(&link.peer)) : "");
+    // The route the probe's own connection takes: from its local address
+    // to the address it reached.
     if (facts.devices.ports.empty())
         facts.route.error = "no RDMA device on this host";
-    else if (first_address(*target, address))
-        facts.route = resolve_route(reinterpret_cast<const sockaddr*>(&address), facts.timeout_ms);
+    else if (link.fd.valid())
+        facts.route = resolve_route(reinterpret_cast<const sockaddr*>(&link.peer),
+                                    reinterpret_cast<const sockaddr*>(&link.local), until);
     else
-        facts.route.error = "cannot resolve " + target->address;
-    facts.probe = run_probe(target->address, target->port, facts.timeout_ms);
+        facts.route.error = "no TCP connection to follow";
+    facts.probe = run_probe(link, until);
     const Verdict verdict = decide(facts);
     if (!quiet) {
         print_facts(facts);

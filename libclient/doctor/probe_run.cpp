@@ -19,8 +19,6 @@
 namespace pg_rdma::doctor {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 double ms_since(Clock::time_point start) {
     return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
@@ -28,44 +26,6 @@ double ms_since(Clock::time_point start) {
 int ms_left(Clock::time_point until) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
     return left > 0 ? static_cast<int>(left) : 0;
-}
-
-// A non-blocking TCP connection to the first address that answers; -1 with
-// `error` set otherwise.
-int tcp_connect(const std::string& host, const std::string& port, Clock::time_point until, std::string& error,
-                int& code) {
-    addrinfo hints{};
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_ADDRCONFIG;
-    addrinfo* list = nullptr;
-    if (const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &list); rc != 0) {
-        error = "cannot resolve \"" + host + "\": " + gai_strerror(rc);
-        code = EHOSTUNREACH;
-        return -1;
-    }
-    int fd = -1;
-    for (const addrinfo* a = list; a != nullptr && fd < 0; a = a->ai_next) {
-        fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
-        if (fd < 0) continue;
-        int rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
-        if (rc != 0 && errno == EINPROGRESS) {
-            pollfd p{fd, POLLOUT, 0};
-            rc = ::poll(&p, 1, ms_left(until));
-            int soerr = ETIMEDOUT;
-            socklen_t len = sizeof soerr;
-            if (rc > 0) (void)getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len);
-            errno = soerr;
-            rc = soerr == 0 ? 0 : -1;
-        }
-        if (rc != 0) {
-            code = errno;
-            error = std::string("TCP connection to ") + host + " port " + port + " failed: " + strerror(errno);
-            ::close(fd);
-            fd = -1;
-        }
-    }
-    freeaddrinfo(list);
-    return fd;
 }
 
 // Writes all of `bytes` and reads as many back, interleaved (the server
@@ -90,6 +50,10 @@ bool echo(transport::Connection& c, const std::vector<std::uint8_t>& bytes, Cloc
         if (!progress) (void)c.wait(sent < bytes.size() ? POLLIN | POLLOUT : POLLIN, std::min(ms_left(until), 100));
     }
     if (back != bytes) return error = "the echo came back different from what was sent", false;
+    // A queue pair that failed under the echo moves the stream onto TCP,
+    // where it completes: that is no RDMA that works.
+    if (c.stats().failed_over)
+        return error = "RDMA failed during the echo and the stream moved onto TCP: " + c.failover_reason(), false;
     return true;
 }
 
@@ -118,31 +82,67 @@ void measure(transport::Connection& c, Clock::time_point until, ProbeRun& run) {
         if (errno != EAGAIN) break;  // its close may race ours: the echo is whole
         (void)c.wait(POLLIN, std::min(ms_left(until), 100));
     }
-    run.end = ProbeRun::End::Works;
-}
-
-bool local_error(int code) {
-    switch (code) {
-        case ENOMEM: case ENODEV: case ELIBACC: case EMFILE: case ENFILE: case EINVAL: return true;
-        default: return false;
-    }
+    run.end = ProbeEnd::Works;
 }
 
 }  // namespace
 
-ProbeRun run_probe(const std::string& address, const std::string& port, int timeout_ms) {
-    ProbeRun run;
+TcpLink connect_tcp(const std::string& address, const std::string& port, Clock::time_point until) {
+    TcpLink link;
     const auto start = Clock::now();
-    const auto until = start + std::chrono::milliseconds(timeout_ms);
-    const transport::FileDescriptor tcp(tcp_connect(address, port, until, run.error, run.code));
-    if (tcp.get() < 0) return run;
-    run.tcp_ms = ms_since(start);
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_ADDRCONFIG;
+    addrinfo* list = nullptr;
+    if (const int rc = getaddrinfo(address.c_str(), port.c_str(), &hints, &list); rc != 0) {
+        link.error = "cannot resolve \"" + address + "\": " + gai_strerror(rc);
+        link.code = EHOSTUNREACH;
+        return link;
+    }
+    for (const addrinfo* a = list; a != nullptr && !link.fd.valid(); a = a->ai_next) {
+        transport::FileDescriptor fd(::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
+        if (!fd.valid()) continue;
+        int rc = ::connect(fd.get(), a->ai_addr, a->ai_addrlen);
+        if (rc != 0 && errno == EINPROGRESS) {
+            pollfd p{fd.get(), POLLOUT, 0};
+            rc = ::poll(&p, 1, ms_left(until));
+            int soerr = ETIMEDOUT;
+            socklen_t len = sizeof soerr;
+            if (rc > 0) (void)getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &soerr, &len);
+            errno = soerr;
+            rc = soerr == 0 ? 0 : -1;
+        }
+        if (rc != 0) {
+            link.code = errno;
+            link.error = "TCP connection to " + address + " port " + port + " failed: " + strerror(errno);
+            continue;
+        }
+        socklen_t len = sizeof link.local;
+        (void)getsockname(fd.get(), reinterpret_cast<sockaddr*>(&link.local), &len);
+        len = sizeof link.peer;
+        (void)getpeername(fd.get(), reinterpret_cast<sockaddr*>(&link.peer), &len);
+        link.fd = std::move(fd);
+        link.error.clear();
+        link.code = 0;
+    }
+    freeaddrinfo(list);
+    link.ms = ms_since(start);
+    return link;
+}
+
+ProbeRun run_probe(const TcpLink& link, Clock::time_point until) {
+    ProbeRun run;
+    if (!link.fd.valid()) {
+        run.error = link.error;
+        run.code = link.code;
+        return run;
+    }
+    run.tcp_ms = link.ms;
     transport::Settings settings;
     settings.connect_timeout = transport::Millis{std::max(ms_left(until), 1)};
     const auto setup_start = Clock::now();
-    transport::ClientUpgrade upgrade(tcp.get(), transport::Mode::Require, settings, transport::TcpIo{},
-                                     transport::ClientUpgrade::Limits{transport::SetupClock::now() + settings.connect_timeout},
-                                     transport::Request::Probe);
+    transport::ClientUpgrade upgrade(link.fd.get(), transport::Mode::Require, settings, transport::TcpIo{},
+                                     transport::ClientUpgrade::Limits{until, until}, transport::Request::Probe);
     transport::ClientUpgrade::Stage stage = upgrade.stage();
     transport::UpgradeResult result;
     for (;;) {
@@ -160,49 +160,20 @@ ProbeRun run_probe(const std::string& address, const std::string& port, int time
     run.code = result.error.code;
     run.error = result.error.message;
     if (result.outcome != transport::UpgradeOutcome::Rdma) {
-        if (result.probe_decline) {
-            run.end = ProbeRun::End::Declined;
-            run.decline = result.probe_decline;
-        } else if (run.code == EPROTONOSUPPORT) {
-            run.end = ProbeRun::End::NoPgRdma;
-        } else if (stage == transport::ClientUpgrade::Stage::SendingRequest && local_error(run.code)) {
-            run.end = ProbeRun::End::LocalRefused;
-        } else if (stage == transport::ClientUpgrade::Stage::Connecting ||
-                   (stage == transport::ClientUpgrade::Stage::AwaitingReply && run.code != ETIMEDOUT &&
-                    run.code != EPROTO && run.code != ECONNRESET)) {
-            // After the server's 'R': its endpoint could not be reached
-            // (no device for the route here, or the connection failed).
-            run.end = ProbeRun::End::RdmaFailed;
-        } else if (run.code == ECONNRESET) {
-            // Closed on our request without a word: not a PostgreSQL server
-            // that knows the probe.
-            run.end = ProbeRun::End::NoPgRdma;
-        } else {
-            run.end = ProbeRun::End::NoAnswer;
-        }
+        const UpgradeStage where = stage == transport::ClientUpgrade::Stage::SendingRequest ? UpgradeStage::Requesting
+                                   : stage == transport::ClientUpgrade::Stage::AwaitingReply ? UpgradeStage::AwaitingReply
+                                                                                             : UpgradeStage::Connecting;
+        run.end = classify_probe_end(where, run.code, result.probe_decline.has_value());
+        run.decline = result.probe_decline;
         return run;
     }
     run.setup_ms = ms_since(setup_start);
     run.device = result.connection->device_name();
     run.error.clear();
     run.code = 0;
-    run.end = ProbeRun::End::EchoFailed;
+    run.end = ProbeEnd::EchoFailed;
     measure(*result.connection, until, run);
     return run;
-}
-
-const char* to_string(ProbeRun::End end) noexcept {
-    switch (end) {
-        case ProbeRun::End::TcpFailed: return "tcp_failed";
-        case ProbeRun::End::LocalRefused: return "local_refused";
-        case ProbeRun::End::NoPgRdma: return "no_pg_rdma";
-        case ProbeRun::End::Declined: return "declined";
-        case ProbeRun::End::NoAnswer: return "no_answer";
-        case ProbeRun::End::RdmaFailed: return "rdma_failed";
-        case ProbeRun::End::EchoFailed: return "echo_failed";
-        case ProbeRun::End::Works: return "works";
-    }
-    return "?";
 }
 
 }  // namespace pg_rdma::doctor

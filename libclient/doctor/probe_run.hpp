@@ -3,43 +3,32 @@
 // trips and a bulk echo over it. No PostgreSQL session starts.
 #pragma once
 
-#include <cstdint>
-#include <optional>
+#include <sys/socket.h>
+
+#include <chrono>
 #include <string>
 
-#include "protocol/probe.hpp"
-#include "transport/tcp_upgrade.hpp"
+#include "libclient/doctor/probe_end.hpp"
+#include "transport/event_set.hpp"
 
 namespace pg_rdma::doctor {
 
-struct ProbeRun {
-    enum class End {
-        TcpFailed,    // no TCP connection to the server
-        LocalRefused, // this host cannot set RDMA up (nothing was asked)
-        NoPgRdma,     // the server answered as PostgreSQL without pg_rdma
-        Declined,     // the server's pg_rdma declined, and said why
-        NoAnswer,     // the server did not answer the request in time
-        RdmaFailed,   // the RDMA connection was not made
-        EchoFailed,   // made, but the echo did not come back whole
-        Works,
-    };
-    End end = End::TcpFailed;
-    std::string error;                              // every end but Works
-    int code = 0;                                   // errno of the error
-    std::optional<protocol::ProbeDecline> decline;  // Declined
-    std::string device;                             // from RdmaFailed on: the device used (Works)
-    double tcp_ms = 0;                              // TCP connect time
-    double setup_ms = 0;                            // request to RDMA connection made
-    double round_trip_us = 0;                       // median of the small round trips
-    std::uint64_t bulk_bytes = 0;                   // echoed in the bulk part, each way
+using Clock = std::chrono::steady_clock;
+
+// The TCP connection the probe runs on, and the addresses it took (the
+// route check follows the same path).
+struct TcpLink {
+    transport::FileDescriptor fd;
+    sockaddr_storage local{};
+    sockaddr_storage peer{};
+    double ms = 0;      // connect time
+    std::string error;  // no connection: why
+    int code = 0;
 };
 
-inline constexpr int kRoundTrips = 32;
-inline constexpr std::size_t kRoundTripBytes = 64;      // bytes per round trip
-inline constexpr std::size_t kBulkBytes = 64 * 1024;   // bytes each way
+TcpLink connect_tcp(const std::string& address, const std::string& port, Clock::time_point until);
 
-ProbeRun run_probe(const std::string& address, const std::string& port, int timeout_ms);
-
-const char* to_string(ProbeRun::End end) noexcept;
+// On `link` (TcpFailed with its error when it has no connection).
+ProbeRun run_probe(const TcpLink& link, Clock::time_point until);
 
 }  // namespace pg_rdma::doctor

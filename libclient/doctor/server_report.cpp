@@ -40,10 +40,15 @@ int finish(int code, const std::string& cause, const std::string& text, const st
 
 }  // namespace
 
-int report_server(const std::string& conninfo, bool quiet) {
+int report_server(const std::string& conninfo, int timeout_s, bool quiet) {
     // Plain libpq: with_rsocket means nothing to it.
     const conninfo::Extraction extracted = conninfo::extract_from_connection_string(conninfo);
-    const std::unique_ptr<PGconn, ConnDeleter> conn(PQconnectdb(extracted.rewritten.c_str()));
+    // connect_timeout first: the string's own, expanded from dbname after
+    // it, wins.
+    const std::string timeout = std::to_string(timeout_s);
+    const char* const keywords[] = {"connect_timeout", "dbname", nullptr};
+    const char* const values[] = {timeout.c_str(), extracted.rewritten.c_str(), nullptr};
+    const std::unique_ptr<PGconn, ConnDeleter> conn(PQconnectdbParams(keywords, values, 1));
     if (!conn || PQstatus(conn.get()) != CONNECTION_OK)
         return finish(kExitNoServer, "no_server", "cannot connect: " + one_line(conn ? PQerrorMessage(conn.get()) : "out of memory"),
                       "check the connection string; any role of pg_monitor may run the check");

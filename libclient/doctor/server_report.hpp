@@ -11,6 +11,7 @@ namespace pg_rdma::doctor {
 // Prints the rows and a verdict; returns the exit code (verdict.hpp's:
 // 0 no problem, 3 a problem, 5 no pg_rdma 0.3 in that database, 6 no
 // connection, 2 a role that may not run the check).
-int report_server(const std::string& conninfo, bool quiet);
+// `timeout_s`: libpq's connect_timeout unless the string sets its own.
+int report_server(const std::string& conninfo, int timeout_s, bool quiet);
 
 }  // namespace pg_rdma::doctor

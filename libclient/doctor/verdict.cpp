@@ -39,11 +39,29 @@ std::string server_fix(const std::string& outcome) {
         {"timeout", "the server gave up on the RDMA setup: raise pg_rdma.connect_timeout if it is very busy"},
     };
     const auto it = fixes.find(outcome);
-    return it != fixes.end() ? it->second : "the server's log says more (search it for pg_rdma)";
+    return it != fixes.end() ? it->second
+                             : "pg_stat_rdma_outcomes on the server counts it; with log_connections on, the "
+                               "server's log has a line for each probe with its reason";
+}
+
+// What a peer sent, fit for one line of a terminal: control bytes shown
+// as '?'.
+std::string printable(const std::string& text) {
+    std::string out = text;
+    for (char& c : out)
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    return out;
 }
 
 Verdict this_host(const Facts& f) {
     const LimitFacts& l = f.limits;
+    if (f.devices.ports.empty() && !f.devices.unopenable.empty()) {
+        std::string names;
+        for (const std::string& n : f.devices.unopenable) names += (names.empty() ? "" : ", ") + n;
+        return no_rdma(kExitThisHost, "device_unopenable", f, "RDMA device(s) " + names + " cannot be opened",
+                       "check the permissions of /dev/infiniband/uverbs* for this user (the rdma group, or udev "
+                       "rules)");
+    }
     if (f.devices.ports.empty()) {
         if (!f.devices.without_provider.empty()) {
             std::string names;
@@ -98,39 +116,44 @@ std::string format_bytes(std::uint64_t bytes) {
 Verdict decide(const Facts& f) {
     const ProbeRun& p = f.probe;
     switch (p.end) {
-        case ProbeRun::End::TcpFailed:
+        case ProbeEnd::TcpFailed:
             return no_rdma(kExitNoServer, "no_server", f, p.error,
                            "check the host and port, and that PostgreSQL listens there (listen_addresses, and "
                            "any firewall on TCP)");
-        case ProbeRun::End::LocalRefused: return this_host(f);
-        case ProbeRun::End::NoPgRdma:
+        case ProbeEnd::LocalRefused: return this_host(f);
+        case ProbeEnd::NotPostgres:
+            return no_rdma(kExitNoPgRdma, "not_postgresql", f,
+                           "what listens there is not a PostgreSQL server: " + printable(p.error),
+                           "check the port; a TCP proxy or load balancer in front of PostgreSQL must pass the "
+                           "connection through untouched");
+        case ProbeEnd::NoPgRdma:
             return no_rdma(kExitNoPgRdma, "no_pg_rdma", f, "the server answers without pg_rdma",
                            "on the server: shared_preload_libraries = 'pg_rdma' and pg_rdma.listen_addresses set to "
-                           "its RDMA address, then a restart (a pg_rdma older than 0.2 does not answer probes: its "
-                           "sessions may still work)");
-        case ProbeRun::End::Declined: {
+                           "its RDMA address, then a restart (a pg_rdma older than extension 0.3 does not answer "
+                           "probes: its sessions may still use RDMA)");
+        case ProbeEnd::Declined: {
             const protocol::ProbeDecline& d = *p.decline;
-            return no_rdma(kExitServer, d.outcome, f, "the server declined (" + d.outcome + "): " + d.reason,
-                           server_fix(d.outcome));
+            return no_rdma(kExitServer, "server_" + d.outcome, f,
+                           "the server declined (" + d.outcome + "): " + printable(d.reason), server_fix(d.outcome));
         }
-        case ProbeRun::End::NoAnswer:
+        case ProbeEnd::NoAnswer:
             return no_rdma(kExitServer, "no_answer", f, p.error,
                            "the server is slow to start backends (overloaded?), or something other than PostgreSQL "
                            "listens there");
-        case ProbeRun::End::RdmaFailed:
+        case ProbeEnd::RdmaFailed:
             if (!f.route.resolved) return no_route(f);
             if (p.code == ETIMEDOUT)
                 return no_rdma(kExitNetwork, "firewall", f,
                                "the RDMA connection to the server's RDMA port timed out, while TCP to it works",
                                "a firewall dropping RoCE v2 (UDP port 4791) on either host or between them is the "
                                "usual cause: allow UDP 4791 both ways (or the server was too busy to answer in time)");
-            return no_rdma(kExitNetwork, "rdma_connect", f, "the RDMA connection failed: " + p.error,
+            return no_rdma(kExitNetwork, "rdma_connect", f, "the RDMA connection failed: " + printable(p.error),
                            "check both hosts' RDMA ports (rdma link) and the link between them");
-        case ProbeRun::End::EchoFailed:
-            return no_rdma(kExitNetwork, "echo", f, "RDMA connected, but the echo failed: " + p.error,
+        case ProbeEnd::EchoFailed:
+            return no_rdma(kExitNetwork, "echo", f, "RDMA connected, but the echo failed: " + printable(p.error),
                            "the link loses or damages packets: check the path MTU and, for RoCE, the switches' "
                            "lossless settings (PFC/ECN)");
-        case ProbeRun::End::Works: break;
+        case ProbeEnd::Works: break;
     }
     char rtt[32];
     std::snprintf(rtt, sizeof rtt, "%.0f", std::round(p.round_trip_us));

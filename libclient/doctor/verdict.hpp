@@ -6,17 +6,17 @@
 #include <string>
 
 #include "libclient/doctor/local_facts.hpp"
-#include "libclient/doctor/probe_run.hpp"
+#include "libclient/doctor/probe_end.hpp"
 
 namespace pg_rdma::doctor {
 
 // Exit codes, by where the cause lies.
 inline constexpr int kExitWorks = 0;
 inline constexpr int kExitThisHost = 1;   // no device, no provider, memlock, descriptors, no RDMA route
-inline constexpr int kExitUsage = 2;
+inline constexpr int kExitUsage = 2;      // the command line; --server: a role that may not run the check
 inline constexpr int kExitServer = 3;     // the server's pg_rdma declined (its reason), or did not answer
 inline constexpr int kExitNetwork = 4;    // the RDMA connection did not come through, or the echo broke
-inline constexpr int kExitNoPgRdma = 5;   // PostgreSQL answered without pg_rdma
+inline constexpr int kExitNoPgRdma = 5;   // PostgreSQL without pg_rdma, or no PostgreSQL at all
 inline constexpr int kExitNoServer = 6;   // no TCP connection to the server
 
 struct Facts {
@@ -30,7 +30,9 @@ struct Facts {
 
 struct Verdict {
     int exit_code = kExitWorks;
-    std::string cause;  // stable name for scripts: "works", "memlock", "firewall", ...
+    // Stable name for scripts: "works", "memlock", "firewall", ...; the
+    // server's declines are "server_" and its outcome ("server_memlock").
+    std::string cause;
     std::string text;   // "RDMA works to ..." or "no RDMA to ...: why"
     std::string fix;    // empty when it works
 };

@@ -18,6 +18,8 @@ enum class SessionPhase {
     Undecided,  // before the session's first read
     Tcp,        // PostgreSQL's own TCP path; the hooks only count bytes
     Rdma,       // every call on the client socket goes to `rdma`
+    Probed,     // a probe was answered (probe_answer.hpp): the client socket reads as
+                // an end of stream, whatever the client sent after its request
 };
 
 // What this session's pg_stat_rdma row will say, kept from the decision until

@@ -30,11 +30,12 @@ void set_reason(ProbeAnswer& answer, const char* why) {
     snprintf(answer.reason, sizeof answer.reason, "%s", why);
 }
 
-void decline(int fd, ProbeAnswer& answer, Outcome outcome, const char* why) {
+// `told`: what the client reads, when it should not read all the log says.
+void decline(int fd, ProbeAnswer& answer, Outcome outcome, const char* why, const char* told = nullptr) {
     answer.outcome = outcome;
     set_reason(answer, why);
     const std::vector<std::uint8_t> reply =
-        protocol::encode_probe_decline(outcome_name(outcome), answer.reason);
+        protocol::encode_probe_decline(outcome_name(outcome), told != nullptr ? told : answer.reason);
     // Small enough for any socket buffer: one non-blocking send or nothing.
     (void)real_calls().send(fd, reply.data(), reply.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
 }
@@ -88,11 +89,12 @@ void answer(int fd, bool offered, ProbeAnswer& answer) {
             snprintf(why, sizeof why, "no line of pg_hba.conf admits this address (rejected by line %d)", hba.line);
         else
             snprintf(why, sizeof why, "no line of pg_hba.conf matches this address");
-        return decline(fd, answer, Outcome::HbaRejects, why);
+        // Which line rejects it stays in the server's log, as PostgreSQL's
+        // own refusal names no line.
+        return decline(fd, answer, Outcome::HbaRejects, why, "no line of pg_hba.conf admits this address");
     }
-    GateRefusal refusal;
-    if (!enter_setup_gate(session_pinned_bytes(), refusal))
-        return decline(fd, answer, Outcome::OverCap, refusal.why);
+    if (!enter_setup_gate(session_pinned_bytes(), answer.refusal))
+        return decline(fd, answer, Outcome::OverCap, answer.refusal.why);
     const RealCalls& real = real_calls();
     transport::UpgradeResult result =
         transport::upgrade_server(fd, settings_from_gucs(), transport::TcpIo{real.send, real.recv},
@@ -109,7 +111,13 @@ void answer(int fd, bool offered, ProbeAnswer& answer) {
     snprintf(answer.device, sizeof answer.device, "%s", result.connection->device_name().c_str());
     std::string why;
     answer.rdma = echo(*result.connection, answer.echoed, why);
-    answer.outcome = answer.rdma ? Outcome::Upgraded : Outcome::SetupError;
+    // A queue pair that failed under the echo moves the stream onto TCP
+    // and the echo completes there: that is no RDMA that works.
+    if (answer.rdma && result.connection->stats().failed_over) {
+        answer.rdma = false;
+        why = "RDMA failed during the echo (" + result.connection->failover_reason() + ")";
+    }
+    answer.outcome = answer.rdma ? Outcome::Upgraded : Outcome::FailedOver;
     set_reason(answer, why.c_str());
     // Closed before the gate's place is given back: the pinned memory goes
     // with the connection (its destructor drains and disconnects).
@@ -126,8 +134,9 @@ void answer_probe(int fd, bool offered, ProbeAnswer& out) noexcept {
         out.rdma = false;
         out.outcome = Outcome::SetupError;
         set_reason(out, "out of memory");
+        leave_setup_gate();  // does nothing without a place
     }
-    // No session follows: PostgreSQL reads an end of stream at once.
+    // No session follows: the client sees the end at once.
     (void)::shutdown(fd, SHUT_RDWR);
 }
 

@@ -2,14 +2,18 @@
 // postmaster started for it: the same checks and the same RDMA setup as a
 // session's upgrade, then an echo over the queue pair, or a 'D' decline
 // that says which outcome and why. Either way the TCP connection is then
-// shut down, so PostgreSQL reads an end of stream before any startup
-// packet and ends the backend without a word in its log.
+// shut down (the client sees the end), and the caller puts the session in
+// SessionPhase::Probed, where the socket reads as ended to PostgreSQL:
+// bytes the client sent after its request (which a shutdown leaves
+// readable) never reach it, so PostgreSQL ends the backend before any
+// startup packet, without a word in its log.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "server_ext/session_outcomes.hpp"
+#include "server_ext/setup_gate.hpp"
 #include "server_ext/stat_slots.hpp"
 
 namespace pg_rdma::server {
@@ -21,6 +25,7 @@ struct ProbeAnswer {
     char reason[kReasonSize] = {};           // !rdma: what the decline said
     char device[kStatFieldSize] = {};        // rdma: the device it ran on
     std::uint64_t echoed = 0;                // bytes echoed
+    GateRefusal refusal;                     // over a cap: whether this decline logs the caps' line
 };
 
 // `offered`: whether the address the client reached is a pg_rdma address.

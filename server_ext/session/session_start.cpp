@@ -121,7 +121,7 @@ bool decide(int fd, Report& report) noexcept {
             case FirstPacket::Probe:
                 // Not a session: no row; answered, then PostgreSQL reads
                 // an end of stream.
-                s.phase = SessionPhase::Tcp;
+                s.phase = SessionPhase::Probed;
                 s.client_fd = fd;
                 s.pending.clear();
                 answer_probe(fd, offered, report.probe);
@@ -270,6 +270,23 @@ std::optional<Outcome> outcome_of(const Report& r) {
     return std::nullopt;
 }
 
+// The caps' and pg_hba.conf's declines: a crowd, or a flood of strangers,
+// gets one line for many, at most every few seconds, both kinds under one
+// limit (setup_gate.hpp decides whose turn it is). A rejected client that
+// goes on also gets PostgreSQL's own refusal.
+void log_gate_decline(bool hba, const GateRefusal& refusal, const char* host, const char* port) {
+    if (!refusal.log_now) return;
+    ereport(LOG, (errmsg("pg_rdma: declined %llu RDMA upgrade(s) since the last such line, the "
+                         "latest from host=%s port=%s; those sessions continue on TCP",
+                         static_cast<unsigned long long>(refusal.declined_since), host, port),
+                  errdetail("%s; nothing was pinned for it.", refusal.why),
+                  hba ? errhint("PostgreSQL refuses these clients whatever they send; if they should "
+                                "connect, admit their address in pg_hba.conf and reload.")
+                      : errhint("Raise pg_rdma.max_unauthenticated_sessions or "
+                                "pg_rdma.max_unauthenticated_memory if these are your own clients "
+                                "connecting at once.")));
+}
+
 void report_decision(const Report& r) {
     const char* host = MyProcPort->remote_host;
     const char* port = MyProcPort->remote_port;
@@ -322,22 +339,12 @@ void report_decision(const Report& r) {
             break;
         case Report::HbaRejects:
         case Report::OverCap:
-            // A crowd, or a flood of strangers: one line for many, at most
-            // every few seconds, both kinds under one limit. A rejected
-            // client that goes on also gets PostgreSQL's own refusal.
-            if (r.refusal.log_now)
-                ereport(LOG, (errmsg("pg_rdma: declined %llu RDMA upgrade(s) since the last such line, the "
-                                     "latest from host=%s port=%s; those sessions continue on TCP",
-                                     static_cast<unsigned long long>(r.refusal.declined_since), host, port),
-                              errdetail("%s; nothing was pinned for it.", r.refusal.why),
-                              r.kind == Report::HbaRejects
-                                  ? errhint("PostgreSQL refuses these clients whatever they send; if they should "
-                                            "connect, admit their address in pg_hba.conf and reload.")
-                                  : errhint("Raise pg_rdma.max_unauthenticated_sessions or "
-                                            "pg_rdma.max_unauthenticated_memory if these are your own clients "
-                                            "connecting at once.")));
+            log_gate_decline(r.kind == Report::HbaRejects, r.refusal, host, port);
             break;
         case Report::Probe:
+            // A probe over a cap may be the decline whose turn it is to
+            // log the caps' line for everyone.
+            if (r.probe.outcome == Outcome::OverCap) log_gate_decline(false, r.probe.refusal, host, port);
             // A probe is a connection, logged as log_connections logs those.
             if (!compat::log_connection_receipt()) break;
             if (r.probe.rdma)
@@ -345,8 +352,11 @@ void report_decision(const Report& r) {
                                      "%llu bytes echoed)",
                                      host, port, r.probe.device, static_cast<unsigned long long>(r.probe.echoed))));
             else
-                ereport(LOG, (errmsg("pg_rdma: answered an RDMA probe from host=%s port=%s: no RDMA (%s): %s", host,
-                                     port, std::string(outcome_name(r.probe.outcome)).c_str(), r.probe.reason)));
+            {
+                const std::string_view name = outcome_name(r.probe.outcome);
+                ereport(LOG, (errmsg("pg_rdma: answered an RDMA probe from host=%s port=%s: no RDMA (%.*s): %s", host,
+                                     port, static_cast<int>(name.size()), name.data(), r.probe.reason)));
+            }
             break;
         case Report::Fatal:
             // The client is mid-handshake: an ErrorResponse on the TCP

@@ -48,6 +48,9 @@ ssize_t hook_recv(int fd, void* buf, std::size_t len, int flags) noexcept {
     BackendSession& s = backend_session();
     if (is_undecided_client_socket(s, fd) && !start_session(fd)) return errno = EAGAIN, -1;
     if (fd != s.client_fd || fd < 0) return real_calls().recv(fd, buf, len, flags);
+    // Not a session: PostgreSQL sees the stream end before a startup
+    // packet and ends the backend without a word.
+    if (s.phase == SessionPhase::Probed) return 0;
     if (s.phase == SessionPhase::Rdma) return after_rdma_io(s.rdma->recv(buf, len, flags));
     const ssize_t n = real_calls().recv(fd, buf, len, flags);
     return s.tracked ? after_tcp_io(n, s.bytes_received) : n;
@@ -56,6 +59,7 @@ ssize_t hook_recv(int fd, void* buf, std::size_t len, int flags) noexcept {
 ssize_t hook_send(int fd, const void* buf, std::size_t len, int flags) noexcept {
     BackendSession& s = backend_session();
     if (fd != s.client_fd || fd < 0) return real_calls().send(fd, buf, len, flags);
+    if (s.phase == SessionPhase::Probed) return errno = EPIPE, -1;
     if (s.phase == SessionPhase::Rdma)
         return after_rdma_io(s.rdma->send(buf, len, output_buffer_full() ? flags | MSG_MORE : flags));
     const ssize_t n = real_calls().send(fd, buf, len, flags);

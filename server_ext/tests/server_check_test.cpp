@@ -24,7 +24,6 @@ CheckInputs inputs() {
     in.session_bytes = 400 * 1024;
     in.descriptors_per_session = 6;
     in.max_files_per_process = 1000;
-    in.max_connections = 100;
     in.max_unauthenticated_sessions = 100;
     in.max_unauthenticated_memory = 64 * 1024 * 1024;
     return in;

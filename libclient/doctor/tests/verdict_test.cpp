@@ -33,7 +33,7 @@ Facts working_host() {
 
 TEST_CASE("RDMA works: the device, the RoCE version, the MTU and the round trip") {
     Facts f = working_host();
-    f.probe.end = ProbeRun::End::Works;
+    f.probe.end = ProbeEnd::Works;
     f.probe.device = "mlx5_0";
     f.probe.round_trip_us = 12.4;
     const Verdict v = decide(f);
@@ -43,14 +43,14 @@ TEST_CASE("RDMA works: the device, the RoCE version, the MTU and the round trip"
     CHECK(v.fix.empty());
 }
 
-TEST_CASE("each server decline keeps its outcome name and gets its fix") {
+TEST_CASE("each server decline is named server_ and its outcome, and gets its fix") {
     Facts f = working_host();
-    f.probe.end = ProbeRun::End::Declined;
+    f.probe.end = ProbeEnd::Declined;
     for (const char* outcome : {"not_offered", "memlock", "over_cap", "hba_rejects", "no_device", "not_accepting"}) {
         f.probe.decline = pg_rdma::protocol::ProbeDecline{outcome, "because"};
         const Verdict v = decide(f);
         CHECK(v.exit_code == kExitServer);
-        CHECK(v.cause == outcome);
+        CHECK(v.cause == std::string("server_") + outcome);
         CHECK(v.text.find(std::string("the server declined (") + outcome + "): because") != std::string::npos);
         CHECK_FALSE(v.fix.empty());
     }
@@ -61,7 +61,7 @@ TEST_CASE("each server decline keeps its outcome name and gets its fix") {
 TEST_CASE("this host's memlock limit names both figures") {
     Facts f = working_host();
     f.limits.memlock = 64 * 1024;
-    f.probe.end = ProbeRun::End::LocalRefused;
+    f.probe.end = ProbeEnd::LocalRefused;
     f.probe.code = ENOMEM;
     const Verdict v = decide(f);
     CHECK(v.exit_code == kExitThisHost);
@@ -72,7 +72,7 @@ TEST_CASE("this host's memlock limit names both figures") {
 TEST_CASE("no device at all, and devices no provider opens") {
     Facts f;
     f.server = "10.0.0.5:5432";
-    f.probe.end = ProbeRun::End::LocalRefused;
+    f.probe.end = ProbeEnd::LocalRefused;
     f.probe.code = ENODEV;
     CHECK(decide(f).cause == "no_device");
     f.devices.in_sysfs = {"mlx5_0"};
@@ -86,7 +86,7 @@ TEST_CASE("a route without an RDMA device names the interface it leaves by") {
     Facts f = working_host();
     f.route = RouteFacts{};
     f.route.egress = "lo (127.0.0.1)";
-    f.probe.end = ProbeRun::End::RdmaFailed;
+    f.probe.end = ProbeEnd::RdmaFailed;
     f.probe.code = EADDRNOTAVAIL;
     const Verdict v = decide(f);
     CHECK(v.exit_code == kExitThisHost);
@@ -96,7 +96,7 @@ TEST_CASE("a route without an RDMA device names the interface it leaves by") {
 
 TEST_CASE("an RDMA connection that times out while TCP works points at UDP 4791") {
     Facts f = working_host();
-    f.probe.end = ProbeRun::End::RdmaFailed;
+    f.probe.end = ProbeEnd::RdmaFailed;
     f.probe.code = ETIMEDOUT;
     const Verdict v = decide(f);
     CHECK(v.exit_code == kExitNetwork);
@@ -104,16 +104,46 @@ TEST_CASE("an RDMA connection that times out while TCP works points at UDP 4791"
     CHECK(v.fix.find("UDP port 4791") != std::string::npos);
 }
 
+TEST_CASE("a reason with control bytes is printed without them") {
+    Facts f = working_host();
+    f.probe.end = ProbeEnd::Declined;
+    f.probe.decline = pg_rdma::protocol::ProbeDecline{"memlock", "line\nbreak\x1b[2J"};
+    const Verdict v = decide(f);
+    CHECK(v.text.find('\n') == std::string::npos);
+    CHECK(v.text.find('\x1b') == std::string::npos);
+}
+
+TEST_CASE("what is not PostgreSQL is not called a server without pg_rdma") {
+    Facts f = working_host();
+    f.probe.end = ProbeEnd::NotPostgres;
+    f.probe.error = "the server closed the TCP connection during the RDMA upgrade";
+    const Verdict v = decide(f);
+    CHECK(v.exit_code == kExitNoPgRdma);
+    CHECK(v.cause == "not_postgresql");
+}
+
+TEST_CASE("devices that cannot be opened are not called missing") {
+    Facts f;
+    f.server = "10.0.0.5:5432";
+    f.devices.in_sysfs = {"mlx5_0"};
+    f.devices.unopenable = {"mlx5_0 (Permission denied)"};
+    f.probe.end = ProbeEnd::LocalRefused;
+    f.probe.code = ENODEV;
+    const Verdict v = decide(f);
+    CHECK(v.cause == "device_unopenable");
+    CHECK(v.fix.find("/dev/infiniband/uverbs") != std::string::npos);
+}
+
 TEST_CASE("no pg_rdma, no server, no answer") {
     Facts f = working_host();
-    f.probe.end = ProbeRun::End::NoPgRdma;
+    f.probe.end = ProbeEnd::NoPgRdma;
     CHECK(decide(f).exit_code == kExitNoPgRdma);
     CHECK(decide(f).fix.find("shared_preload_libraries") != std::string::npos);
-    f.probe.end = ProbeRun::End::TcpFailed;
+    f.probe.end = ProbeEnd::TcpFailed;
     f.probe.error = "TCP connection to 10.0.0.5 port 5432 failed: Connection refused";
     CHECK(decide(f).exit_code == kExitNoServer);
     CHECK(decide(f).text.find("Connection refused") != std::string::npos);
-    f.probe.end = ProbeRun::End::NoAnswer;
+    f.probe.end = ProbeEnd::NoAnswer;
     CHECK(decide(f).exit_code == kExitServer);
 }
 
