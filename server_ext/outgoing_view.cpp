@@ -37,6 +37,7 @@ Datum pg_stat_get_rdma_outgoing(PG_FUNCTION_ARGS) {
         pg_rdma::server::OutgoingRow r;
         if (!pg_rdma::server::read_outgoing_slot(i, r)) continue;
         r.remote_addr[sizeof r.remote_addr - 1] = '\0';
+        r.transport[sizeof r.transport - 1] = '\0';
         r.device[sizeof r.device - 1] = '\0';
         r.requested[sizeof r.requested - 1] = '\0';
         r.reason[sizeof r.reason - 1] = '\0';
@@ -51,7 +52,7 @@ Datum pg_stat_get_rdma_outgoing(PG_FUNCTION_ARGS) {
         nulls[1] = r.remote_addr[0] == '\0';
         values[1] = nulls[1] ? Datum{0} : DirectFunctionCall1(inet_in, CStringGetDatum(r.remote_addr));
         values[2] = Int32GetDatum(r.remote_port);
-        values[3] = CStringGetTextDatum(r.transport == pg_rdma::server::SessionTransport::Rdma ? "rdma" : "tcp");
+        values[3] = text_or_null(r.transport, nulls[3]);
         values[4] = text_or_null(r.device, nulls[4]);
         values[5] = text_or_null(r.requested, nulls[5]);
         values[6] = text_or_null(r.reason, nulls[6]);

@@ -2,7 +2,9 @@
 // (outgoing_slots.hpp): claimed by the trampolines (pq_trampolines.cpp)
 // once a connection is up, with what libpq_rdma.so says about it
 // (PQrdmaInUse, PQrdmaAttribute) and the address libpq connected to;
-// released at PQfinish. None of these raises a PostgreSQL error or throws.
+// released at PQfinish. None of these throws; note_connection_made may
+// raise a FATAL once per process, before it holds any C++ object (too many
+// exit callbacks: prepare_outgoing_slots()).
 #pragma once
 
 #include <libpq-fe.h>

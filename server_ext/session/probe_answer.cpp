@@ -117,7 +117,9 @@ void answer(int fd, bool offered, ProbeAnswer& answer) {
         answer.rdma = false;
         why = "RDMA failed during the echo (" + result.connection->failover_reason() + ")";
     }
-    answer.outcome = answer.rdma ? Outcome::Upgraded : Outcome::FailedOver;
+    answer.outcome = answer.rdma                                 ? Outcome::Upgraded
+                     : result.connection->stats().failed_over ? Outcome::FailedOver
+                                                              : Outcome::SetupError;
     set_reason(answer, why.c_str());
     // Closed before the gate's place is given back: the pinned memory goes
     // with the connection (its destructor drains and disconnects).

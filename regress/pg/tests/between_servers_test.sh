@@ -73,25 +73,28 @@ select dblink_connect('o2', '$remote with_rsocket=false');
 select transport || ' ' || host(remote_addr) || ' ' || remote_port || ' ' || coalesce(device, '-') || ' ' ||
        coalesce(requested, '-') || ' ' || (connected_at <= now())
 from pg_stat_rdma_outgoing where pid = pg_backend_pid() order by transport;
+select 'rows ' || count(*) from pg_stat_rdma_outgoing where pid = pg_backend_pid();
 select dblink_disconnect('o1'), dblink_disconnect('o2');
 select 'left ' || count(*) from pg_stat_rdma_outgoing where pid = pg_backend_pid();
 SQL
 ) || fail "pg_stat_rdma_outgoing with two dblink connections: $out"
 grep -qx "rdma $IP $PG_CLUSTER_PORT rxe0 require true" <<<"$out" || fail "no outgoing rdma row for dblink o1: $out"
 grep -qx "tcp $IP $PG_CLUSTER_PORT - false true" <<<"$out" || fail "no outgoing tcp row for dblink o2: $out"
+grep -qx "rows 2" <<<"$out" || fail "two dblink connections do not make exactly two rows: $out"
 grep -qx "left 0" <<<"$out" || fail "dblink_disconnect left outgoing rows: $out"
-# An ordinary role sees its own connections' details, not others'.
-out=$(psql_primary <<SQL
-create role outgoing_reader login;
-grant execute on function dblink_connect_u(text, text) to outgoing_reader;
-set role outgoing_reader;
+# An ordinary role, logged in as itself, sees its own connections' details;
+# its backend's rows go when it exits without disconnecting.
+psql_primary -c "create role outgoing_reader login" -c "grant execute on function dblink_connect_u(text, text) to outgoing_reader" >/dev/null
+out=$(as_pg "$PG_CLUSTER_BIN/psql" -X -At -v ON_ERROR_STOP=1 -h "$primary" -p "$PG_CLUSTER_PORT" -U outgoing_reader -d postgres <<SQL
 select dblink_connect_u('o3', '$remote with_rsocket=require');
-select 'own ' || transport from pg_stat_rdma_outgoing where pid = pg_backend_pid();
-reset role;
+select 'own ' || transport || ' ' || pg_backend_pid() from pg_stat_rdma_outgoing where pid = pg_backend_pid();
 SQL
 ) || fail "pg_stat_rdma_outgoing for an ordinary role: $out"
-grep -qx "own rdma" <<<"$out" || fail "an ordinary role does not see its own outgoing row: $out"
-echo "ok: pg_stat_rdma_outgoing lists a backend's dblink connections (rdma with rxe0 and require, tcp with false), drops them at disconnect, shows a role its own"
+grep -q "^own rdma [0-9]*$" <<<"$out" || fail "an ordinary role does not see its own outgoing row: $out"
+reader_pid=$(sed -n 's/^own rdma //p' <<<"$out")
+reader_rows_gone() { [ "$(psql_primary -c "select count(*) from pg_stat_rdma_outgoing where pid = $reader_pid")" = 0 ]; }
+wait_for 30 reader_rows_gone || fail "the outgoing row of an exited backend ($reader_pid) stayed"
+echo "ok: pg_stat_rdma_outgoing lists a backend's dblink connections (rdma with rxe0 and require, tcp with false; exactly two), drops them at disconnect and at backend exit, shows a role its own"
 
 # 2. postgres_fdw: the option validator accepts with_rsocket, the remote
 # session runs over RDMA; the local psql session (Unix socket) is untouched.
@@ -101,7 +104,11 @@ psql_primary -c "create foreign table remote_transport (transport text) server r
                  options (table_name 'my_transport')" >/dev/null
 got=$(psql_primary -c "select transport from remote_transport") || fail "postgres_fdw: $got"
 [ "$got" = rdma ] || fail "postgres_fdw: the remote session is on '$got'"
-echo "ok: postgres_fdw server (conf/postgres_fdw.pg_rdma.sql) with with_rsocket 'true': the remote session is on rdma"
+got=$(psql_primary -c "select count(*) from remote_transport" \
+    -c "select transport || ' ' || requested from pg_stat_rdma_outgoing where pid = pg_backend_pid()") ||
+    fail "postgres_fdw's outgoing row: $got"
+[ "$(tail -1 <<<"$got")" = "rdma true" ] || fail "postgres_fdw's connection in pg_stat_rdma_outgoing: '$got'"
+echo "ok: postgres_fdw server (conf/postgres_fdw.pg_rdma.sql) with with_rsocket 'true': the remote session is on rdma (and listed in pg_stat_rdma_outgoing)"
 
 # 3. Streaming replication. The standby is a pg_basebackup -R over RDMA of
 # the primary (primary_conninfo keeps with_rsocket=true), with pg_rdma
@@ -145,7 +152,16 @@ walreceiver_row() {
 }
 [ "$(walreceiver_row)" = "rdma $IP 54430 true" ] ||
     fail "the standby's walreceiver in pg_stat_rdma_outgoing: '$(walreceiver_row)', want 'rdma $IP 54430 true'"
-echo "ok: the standby's pg_stat_rdma_outgoing has its walreceiver's connection: $(walreceiver_row)"
+# The walreceiver runs as no role: another role sees its pid alone.
+psql_primary -c "create role outgoing_other login" >/dev/null
+others_view() {
+    pg_cluster_use "$standby"
+    as_pg "$PG_CLUSTER_BIN/psql" -X -At -h "$standby" -p 54431 -U outgoing_other -d postgres \
+        -c "select count(*) || ' ' || count(transport) from pg_stat_rdma_outgoing o join pg_stat_wal_receiver w using (pid)"
+}
+role_replicated() { [ "$(others_view 2>/dev/null)" = "1 0" ]; }
+wait_for 60 role_replicated || fail "another role sees the walreceiver's row as '$(others_view 2>&1)', want '1 0' (pid only)"
+echo "ok: the standby's pg_stat_rdma_outgoing has its walreceiver's connection: $(walreceiver_row); other roles see its pid alone"
 
 # Several hosts and target_session_attrs (a client program, libpq_rdma.so
 # preloaded): every host is tried with the same policy, so require reaches
@@ -224,7 +240,13 @@ copied() { [ "$(psql_sub -c "select count(*) from pub_t" 2>/dev/null)" = "$1" ];
 wait_for 90 copied 500 || fail "the initial copy did not arrive: $(psql_sub -c 'select count(*) from pub_t' 2>&1)"
 psql_primary -c "insert into pub_t select g, 'y' || g from generate_series(501, 600) g" >/dev/null
 wait_for 60 copied 600 || fail "rows inserted after the copy did not replicate"
-echo "ok: logical replication over RDMA with conf/subscription.pg_rdma.sql (its walsender on rdma, initial copy and new rows)"
+psql_sub -c 'create extension pg_rdma' >/dev/null
+apply_row() {
+    psql_sub -c "select o.transport || ' ' || o.requested from pg_stat_rdma_outgoing o
+                 join pg_stat_subscription s using (pid) where s.relid is null"
+}
+[ "$(apply_row)" = "rdma true" ] || fail "the apply worker's connection in pg_stat_rdma_outgoing: '$(apply_row)'"
+echo "ok: logical replication over RDMA with conf/subscription.pg_rdma.sql (its walsender on rdma, initial copy and new rows; the apply worker listed in pg_stat_rdma_outgoing)"
 
 for l in "$plog" "$(pg_cluster_use "$standby"; pg_cluster_log)" "$(pg_cluster_use "$subscriber"; pg_cluster_log)"; do
     ! grep -q 'was terminated by signal' "$l" || fail "a server process crashed ($l)"
