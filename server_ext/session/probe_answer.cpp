@@ -70,7 +70,8 @@ bool echo(transport::Connection& c, std::uint64_t& echoed, std::string& why) {
             }
         }
         if (n > 0) continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK) return why = std::string("the RDMA connection failed: ") + strerror(errno), false;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return why = std::string("the RDMA connection failed: ") + strerror(errno), false;
         if (c.wait(wanted, static_cast<int>(left)) < 0 && errno != EINTR)
             return why = std::string("waiting on the RDMA connection failed: ") + strerror(errno), false;
     }

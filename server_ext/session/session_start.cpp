@@ -347,13 +347,12 @@ void report_decision(const Report& r) {
             if (r.probe.outcome == Outcome::OverCap) log_gate_decline(false, r.probe.refusal, host, port);
             // A probe is a connection, logged as log_connections logs those.
             if (!compat::log_connection_receipt()) break;
-            if (r.probe.rdma)
+            if (r.probe.rdma) {
                 ereport(LOG, (errmsg("pg_rdma: answered an RDMA probe from host=%s port=%s: RDMA works (device %s, "
                                      "%llu bytes echoed)",
                                      host, port, r.probe.device, static_cast<unsigned long long>(r.probe.echoed))));
-            else
-            {
-                const std::string_view name = outcome_name(r.probe.outcome);
+            } else {
+                const std::string_view name = outcome_name(r.probe.outcome);  // no destructor: fine across ereport
                 ereport(LOG, (errmsg("pg_rdma: answered an RDMA probe from host=%s port=%s: no RDMA (%.*s): %s", host,
                                      port, static_cast<int>(name.size()), name.data(), r.probe.reason)));
             }
