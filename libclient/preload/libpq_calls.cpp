@@ -100,6 +100,20 @@ void resolve_from(void* connectdb, LibpqCalls& c) noexcept {
 // The definition of PQconnectdb among the dependencies of the object at
 // `caller` (dlsym on its handle searches the object and what it needs,
 // not the global scope).
+// Whether the object defining `connectdb` is a libpq: one defines
+// PQlibVersion too. A forwarder is not (pg_rdma.so's trampolines define
+// PQconnectdb and call us from their own code: taking them for the
+// caller's libpq would make us call back into them).
+bool defined_by_a_libpq(void* connectdb) noexcept {
+    Dl_info info{};
+    if (dladdr(connectdb, &info) == 0 || info.dli_fname == nullptr) return false;
+    void* handle = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+    if (handle == nullptr) return false;
+    void* version = dlsym(handle, "PQlibVersion");
+    dlclose(handle);
+    return version != nullptr && object_base(version) == object_base(connectdb);
+}
+
 void* local_connectdb_for(const void* caller) noexcept {
     Dl_info info{};
     if (caller == nullptr || dladdr(caller, &info) == 0 || info.dli_fname == nullptr || info.dli_fname[0] == '\0')
@@ -108,7 +122,7 @@ void* local_connectdb_for(const void* caller) noexcept {
     if (handle == nullptr) return nullptr;
     void* f = dlsym(handle, "PQconnectdb");
     dlclose(handle);
-    return f != nullptr && !is_ours(f) ? f : nullptr;
+    return f != nullptr && !is_ours(f) && defined_by_a_libpq(f) ? f : nullptr;
 }
 
 // Under g_mutex: the kept entry for the libpq defining `connectdb`.
