@@ -220,7 +220,7 @@ pgbench_run() {  # NAME TRANSPORT ROUND PGBENCH_ARGS...
 # the client and setting up its session (over RDMA also loading the verbs
 # libraries, into Debian's perl wrapper and psql both, and setting up the
 # queue pair: 0.1-0.3 s more of the guest's CPU than over TCP, mostly per
-# process rather than per connection; perf/FINDINGS.md). The next bulk()
+# process rather than per connection; perf/FINDINGS-archive.md). The next bulk()
 # records its client CPU per MB past it too: how much of the whole run's
 # figure (the target's) is the session and how much the bytes.
 SESSION_CPU_S=''

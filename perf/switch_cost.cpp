@@ -4,7 +4,7 @@
 //
 // Why: over RDMA the db bench's 8-client step makes about 1.7 times TCP's
 // context switches per transaction, and its user time per transaction
-// rises though its instructions barely do (perf/FINDINGS.md, "Context
+// rises though its instructions barely do (perf/FINDINGS-archive.md, "Context
 // switches and the same code's user time at 8 clients"). In the TCG guest
 // QEMU empties its software TLB whenever the page tables change, so a
 // process pays a software refill for every page it touches after a switch
@@ -15,7 +15,7 @@
 //   thread   another thread of this process hands a token back through a
 //            pipe (a switch that keeps the page tables)
 //   process  another process hands it back (a switch of page tables)
-// Run by hand, in the guest and on a host, by perf/FINDINGS.md's account:
+// Run by hand, in the guest and on a host, by perf/FINDINGS-archive.md's account:
 //   switch_cost
 // Output, one line per mode and size:
 //   switch mode=process pages=256 ticks_per_page=162.0 ns_per_page=77.3

@@ -10,7 +10,7 @@ namespace pg_rdma::transport {
 // fails (EIO) instead. So the claim needs no queue of sleepers, only an
 // atomic exchange, which is what pthread_mutex_trylock does too, less its
 // bookkeeping (type, owner, user count): about 55 instructions fewer per
-// call, and each end makes four calls a round trip (perf/FINDINGS.md). Meets the
+// call, and each end makes four calls a round trip (perf/FINDINGS-archive.md). Meets the
 // Lockable requirements, for std::lock_guard.
 class CallClaim {
 public:

@@ -155,7 +155,7 @@ int errno_for_current_exception() noexcept {
 bool Connection::usable() const noexcept { return stream_ != nullptr && current_pid() == owner_pid_; }
 
 // Inline into every call's claim: as two calls they cost more than their
-// checks, four claims a message (perf/FINDINGS.md, "The instruction count
+// checks, four claims a message (perf/FINDINGS-archive.md, "The instruction count
 // over time").
 [[gnu::always_inline]] inline bool Connection::claimable() noexcept {
     if (stream_ == nullptr || current_pid() != owner_pid_) return false;

@@ -9,7 +9,7 @@
 // process for every session it serves, as is every client program. In the
 // Soft-RoCE guest a client's session cost about 100 page faults and, by
 // the medians of twelve runs, 0.2 s of CPU more with all of them than with
-// rxe's alone (perf/FINDINGS.md, "Where a session's CPU goes on the
+// rxe's alone (perf/FINDINGS-archive.md, "Where a session's CPU goes on the
 // client").
 //
 // So before that first scan, preload_device_providers() asks the kernel

@@ -158,7 +158,7 @@ private:
     // completion within those polls reads it not at all. A spin outlasts
     // its budget by at most that many polls. In the guest, 32 instead of 8
     // took 0.6-0.9 us off the p50 at 64 B and about as much at 1 KiB (A/B,
-    // perf/FINDINGS.md).
+    // perf/FINDINGS-archive.md).
     static constexpr int kPollsPerClockRead = 32;
     template <class Done>
     Clock::time_point busy_poll(std::chrono::nanoseconds budget, Clock::time_point from, Done done) {

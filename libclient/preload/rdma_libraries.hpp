@@ -10,7 +10,7 @@
 // and they sat in front of the program's own libraries in every later
 // lookup: `perl -e 1` ran 4.33 M instructions with them and the shared
 // libstdc++ and libfmt, 1.67 M now (libstdc++ is linked in, fmt
-// header-only), 1.41 M with no preload at all (perf/FINDINGS.md, "What a
+// header-only), 1.41 M with no preload at all (perf/FINDINGS-archive.md, "What a
 // session costs the client"). And on a host without rdma-core's
 // libraries the preload itself could not load: the dynamic loader printed
 // an error at every program's start and went on without it (so
