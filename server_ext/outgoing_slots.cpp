@@ -1,37 +1,25 @@
-// Consistency without locks, as stat_slots.cpp keeps pg_stat_rdma's rows
-// (after PgBackendStatus's st_changecount): a slot is claimed by a
-// compare-and-swap on `in_use`, only its owner writes it, bumping
-// `changecount` before and after (odd while it writes); a reader copies
-// the row between two equal, even reads of the count. Nothing waits on a
-// lock, and a process that dies mid-write leaves no lock held.
+// pg_stat_rdma_outgoing's rows: a SharedSlot each (shared_slot.hpp,
+// lock-free reads and writes), kOutgoingSlotsPerBackend per MaxBackends; a
+// process keeps the list of those it owns, to free them at exit.
 #include "server_ext/outgoing_slots.hpp"
 
 #include <algorithm>
 #include <cstring>
 
+#include "server_ext/shared_slot.hpp"
 #include "server_ext/pg_headers.hpp"
 
 namespace pg_rdma::server {
 namespace {
 
-constexpr std::uint32_t kSlotFree = 0;
-constexpr std::uint32_t kSlotClaimed = 1;
 constexpr const char* kShmemName = "pg_rdma pg_stat_rdma_outgoing slots";
 // This process's claimed slots, released at exit without a scan; more
 // connections at once than this get no row.
 constexpr int kMaxOwned = 64;
 
-struct Slot {
-    pg_atomic_uint32 in_use;
-    int changecount;
-    OutgoingRow row;  // pid 0 while claimed but not yet filled
-};
-
-// The shared block: this header, then `count` slots.
-struct alignas(alignof(std::max_align_t)) SlotArray {
-    int count;
-    Slot* slots() { return reinterpret_cast<Slot*>(this + 1); }
-};
+// Its row's pid is 0 while claimed but not yet filled.
+using Slot = SharedSlot<OutgoingRow>;
+using SlotArray = SharedSlotArray<OutgoingRow>;
 static_assert(alignof(Slot) <= alignof(SlotArray), "slots follow the header unpadded");
 
 SlotArray* shared = nullptr;
@@ -43,30 +31,14 @@ shmem_startup_hook_type prev_shmem_startup_hook = nullptr;
 
 int slot_count() { return MaxBackends * kOutgoingSlotsPerBackend; }
 
-Size array_size(int count) {
-    return add_size(sizeof(SlotArray), mul_size(static_cast<Size>(count), sizeof(Slot)));
-}
-
 void request_shmem() {
     if (prev_shmem_request_hook != nullptr) prev_shmem_request_hook();
-    RequestAddinShmemSpace(array_size(slot_count()));
+    RequestAddinShmemSpace(SlotArray::size(slot_count()));
 }
 
 void startup_shmem() {
     if (prev_shmem_startup_hook != nullptr) prev_shmem_startup_hook();
-    LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-    bool found = false;
-    shared = static_cast<SlotArray*>(ShmemInitStruct(kShmemName, array_size(slot_count()), &found));
-    if (!found) {
-        shared->count = slot_count();
-        for (int i = 0; i < shared->count; ++i) {
-            Slot& s = shared->slots()[i];
-            pg_atomic_init_u32(&s.in_use, kSlotFree);
-            s.changecount = 0;
-            std::memset(&s.row, 0, sizeof s.row);
-        }
-    }
-    LWLockRelease(AddinShmemInitLock);
+    shared = SlotArray::attach(kShmemName, slot_count());
 }
 
 template <std::size_t N>
@@ -76,22 +48,8 @@ void copy_cut(char (&field)[N], std::string_view text) {
     field[n] = '\0';
 }
 
-// The owner's write: count odd, change, count even.
-void write_slot(Slot& slot, const OutgoingRow& row) {
-    volatile Slot* s = &slot;
-    s->changecount = s->changecount + 1;
-    pg_write_barrier();
-    slot.row = row;
-    pg_write_barrier();
-    s->changecount = s->changecount + 1;
-}
-
 void free_slot(int index) {
-    Slot& slot = shared->slots()[index];
-    OutgoingRow empty{};
-    write_slot(slot, empty);
-    pg_write_barrier();
-    pg_atomic_write_u32(&slot.in_use, kSlotFree);
+    shared->slots()[index].release([](OutgoingRow& r) { r = OutgoingRow{}; });
 }
 
 void release_all_at_exit(int, Datum) {
@@ -128,9 +86,8 @@ int claim_outgoing_slot(const OutgoingIdentity& id) {
     row.role = id.role;
     row.connected_at = GetCurrentTimestamp();
     for (int i = 0; i < shared->count; ++i) {
-        std::uint32_t expected = kSlotFree;
-        if (!pg_atomic_compare_exchange_u32(&shared->slots()[i].in_use, &expected, kSlotClaimed)) continue;
-        write_slot(shared->slots()[i], row);
+        if (!shared->slots()[i].claim()) continue;
+        shared->slots()[i].write([&](OutgoingRow& r) { r = row; });
         owned[owned_count++] = i;
         return i;
     }
@@ -150,19 +107,7 @@ int outgoing_slot_count() { return shared != nullptr ? shared->count : 0; }
 
 bool read_outgoing_slot(int index, OutgoingRow& out) {
     if (shared == nullptr || index < 0 || index >= shared->count) return false;
-    Slot& slot = shared->slots()[index];
-    if (pg_atomic_read_u32(&slot.in_use) == kSlotFree) return false;
-    volatile Slot* s = &slot;
-    for (;;) {
-        const int before = s->changecount;
-        pg_read_barrier();
-        std::memcpy(&out, &slot.row, sizeof out);
-        pg_read_barrier();
-        const int after = s->changecount;
-        if (before == after && (before & 1) == 0) break;
-        CHECK_FOR_INTERRUPTS();
-    }
-    return out.pid != 0;
+    return shared->slots()[index].read(out) && out.pid != 0;
 }
 
 }  // namespace pg_rdma::server
