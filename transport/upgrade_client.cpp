@@ -124,7 +124,7 @@ StepStatus ClientUpgrade::receive_reply() {
                      request_kind_ == Request::Probe
                          ? "the server does not answer RDMA probes: pg_rdma is not in its "
                            "shared_preload_libraries (or pg_rdma.listen_addresses is empty), or its pg_rdma "
-                           "is older than 0.2"
+                           "is older than the one of extension 0.3"
                          : "the server does not support RDMA sessions (is pg_rdma in its shared_preload_libraries "
                            "and pg_rdma.listen_addresses set?)");
                 return fall_back(UpgradeOutcome::TcpReconnect, std::move(err));
