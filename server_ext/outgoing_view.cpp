@@ -6,6 +6,8 @@
 // alone.
 #include "server_ext/outgoing_slots.hpp"
 
+#include "server_ext/view_rows.hpp"
+
 #include "server_ext/pg_headers.hpp"
 #include "server_ext/pg_compat.hpp"
 
@@ -16,11 +18,6 @@ PG_FUNCTION_INFO_V1(pg_stat_get_rdma_outgoing);
 namespace {
 
 constexpr int kColumns = 8;  // as declared in pg_rdma--0.2--0.3.sql
-
-Datum text_or_null(const char* s, bool& is_null) {
-    is_null = s[0] == '\0';
-    return is_null ? Datum{0} : CStringGetTextDatum(s);
-}
 
 }  // namespace
 
@@ -44,7 +41,7 @@ Datum pg_stat_get_rdma_outgoing(PG_FUNCTION_ARGS) {
         Datum values[kColumns];
         bool nulls[kColumns] = {};
         values[0] = Int32GetDatum(r.pid);
-        if (!sees_all && (r.role == InvalidOid || !has_privs_of_role(GetUserId(), static_cast<Oid>(r.role)))) {
+        if (!pg_rdma::server::shows_details(r.role, sees_all)) {
             for (int c = 1; c < kColumns; ++c) nulls[c] = true;
             tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
             continue;
@@ -52,10 +49,10 @@ Datum pg_stat_get_rdma_outgoing(PG_FUNCTION_ARGS) {
         nulls[1] = r.remote_addr[0] == '\0';
         values[1] = nulls[1] ? Datum{0} : DirectFunctionCall1(inet_in, CStringGetDatum(r.remote_addr));
         values[2] = Int32GetDatum(r.remote_port);
-        values[3] = text_or_null(r.transport, nulls[3]);
-        values[4] = text_or_null(r.device, nulls[4]);
-        values[5] = text_or_null(r.requested, nulls[5]);
-        values[6] = text_or_null(r.reason, nulls[6]);
+        values[3] = pg_rdma::server::text_or_null(r.transport, nulls[3]);
+        values[4] = pg_rdma::server::text_or_null(r.device, nulls[4]);
+        values[5] = pg_rdma::server::text_or_null(r.requested, nulls[5]);
+        values[6] = pg_rdma::server::text_or_null(r.reason, nulls[6]);
         values[7] = TimestampTzGetDatum(r.connected_at);
         tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
     }

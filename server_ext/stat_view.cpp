@@ -9,6 +9,8 @@
 // alone). The declared row type says which is asked for.
 #include "server_ext/stat_slots.hpp"
 
+#include "server_ext/view_rows.hpp"
+
 #include "server_ext/pg_headers.hpp"
 #include "server_ext/pg_compat.hpp"
 
@@ -20,11 +22,6 @@ namespace {
 
 constexpr int kColumnsV1 = 11;  // as declared in pg_rdma--0.1.sql
 constexpr int kColumns = 13;    // as declared in pg_rdma--0.1--0.2.sql
-
-Datum text_or_null(const char* s, bool& is_null) {
-    is_null = s[0] == '\0';
-    return is_null ? Datum{0} : CStringGetTextDatum(s);
-}
 
 }  // namespace
 
@@ -50,7 +47,7 @@ Datum pg_stat_get_rdma(PG_FUNCTION_ARGS) {
         bool nulls[kColumns] = {};
         values[0] = Int32GetDatum(r.pid);
         // Another role's session: its pid, nothing more.
-        if (!sees_all && (r.role == InvalidOid || !has_privs_of_role(GetUserId(), static_cast<Oid>(r.role)))) {
+        if (!pg_rdma::server::shows_details(r.role, sees_all)) {
             for (int c = 1; c < columns; ++c) nulls[c] = true;
             tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
             continue;
@@ -59,7 +56,7 @@ Datum pg_stat_get_rdma(PG_FUNCTION_ARGS) {
         values[1] = nulls[1] ? Datum{0} : DirectFunctionCall1(inet_in, CStringGetDatum(r.client_addr));
         values[2] = Int32GetDatum(r.client_port);
         values[3] = CStringGetTextDatum(r.transport == pg_rdma::server::SessionTransport::Rdma ? "rdma" : "tcp");
-        values[4] = text_or_null(r.device, nulls[4]);
+        values[4] = pg_rdma::server::text_or_null(r.device, nulls[4]);
         values[5] = Int32GetDatum(r.protocol_version);
         values[6] = Int64GetDatum(static_cast<int64>(r.bytes_sent));
         values[7] = Int64GetDatum(static_cast<int64>(r.bytes_received));
@@ -68,7 +65,7 @@ Datum pg_stat_get_rdma(PG_FUNCTION_ARGS) {
         values[10] = BoolGetDatum(r.failed_over);
         if (columns == kColumns) {
             values[11] = BoolGetDatum(r.requested);
-            values[12] = text_or_null(r.reason, nulls[12]);
+            values[12] = pg_rdma::server::text_or_null(r.reason, nulls[12]);
         }
         tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
     }

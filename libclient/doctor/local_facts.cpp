@@ -23,6 +23,7 @@
 #include "transport/pinned_buffer.hpp"
 #include "transport/provider_preload.hpp"
 #include "transport/settings.hpp"
+#include "transport/setup_step.hpp"
 #include "transport/verbs_raii.hpp"
 
 namespace pg_rdma::doctor {
@@ -116,17 +117,12 @@ std::string egress_device(const sockaddr* server) {
     return name.empty() ? name : name + " (" + wanted + ")";
 }
 
-int ms_left(std::chrono::steady_clock::time_point until) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count();
-    return left > 0 ? static_cast<int>(left) : 0;
-}
 
 // The next event on `channel` by `until`; false with errno.
 bool next_event(rdma_event_channel* channel, std::chrono::steady_clock::time_point until, rdma_cm_event_type& type,
                 int& status) {
     pollfd p{channel->fd, POLLIN, 0};
-    const int n = ::poll(&p, 1, ms_left(until));
+    const int n = ::poll(&p, 1, transport::ms_until(until));
     if (n == 0) return errno = ETIMEDOUT, false;
     if (n < 0) return false;
     rdma_cm_event* event = nullptr;
@@ -196,7 +192,7 @@ RouteFacts resolve_route(const sockaddr* server, const sockaddr* source, std::ch
         else reinterpret_cast<sockaddr_in6*>(&from)->sin6_port = 0;
     }
     sockaddr* const src = from.ss_family != 0 ? reinterpret_cast<sockaddr*>(&from) : nullptr;
-    if (rdma_resolve_addr(id.get(), src, const_cast<sockaddr*>(server), std::max(ms_left(until), 1)) != 0)
+    if (rdma_resolve_addr(id.get(), src, const_cast<sockaddr*>(server), std::max(transport::ms_until(until), 1)) != 0)
         return facts.error = std::string("rdma_resolve_addr: ") + strerror(errno), facts;
     if (!next_event(channel.get(), until, type, status))
         return facts.error = std::string("resolving the address: ") + strerror(errno), facts;
@@ -212,7 +208,7 @@ RouteFacts resolve_route(const sockaddr* server, const sockaddr* source, std::ch
     facts.gid_type = gid_type_for(facts.device, facts.port, bound);
     ibv_port_attr port{};
     if (ibv_query_port(id->verbs, id->port_num, &port) == 0) facts.mtu = transport::mtu_bytes(port.active_mtu);
-    if (rdma_resolve_route(id.get(), std::max(ms_left(until), 1)) != 0)
+    if (rdma_resolve_route(id.get(), std::max(transport::ms_until(until), 1)) != 0)
         return facts.error = std::string("rdma_resolve_route: ") + strerror(errno), facts;
     if (!next_event(channel.get(), until, type, status))
         return facts.error = std::string("resolving the route: ") + strerror(errno), facts;

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "transport/setup_step.hpp"
 #include "transport/event_set.hpp"
 #include "transport/upgrade_io.hpp"
 
@@ -23,10 +24,6 @@ double ms_since(Clock::time_point start) {
     return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-int ms_left(Clock::time_point until) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
-    return left > 0 ? static_cast<int>(left) : 0;
-}
 
 // Writes all of `bytes` and reads as many back, interleaved (the server
 // echoes as it reads). false with `error` when the connection failed, the
@@ -36,7 +33,7 @@ bool echo(transport::Connection& c, const std::vector<std::uint8_t>& bytes, Cloc
     std::vector<std::uint8_t> back(bytes.size());
     std::size_t sent = 0, received = 0;
     while (received < bytes.size()) {
-        if (ms_left(until) == 0) return error = "the echo did not come back in time", false;
+        if (transport::ms_until(until) == 0) return error = "the echo did not come back in time", false;
         bool progress = false;
         if (sent < bytes.size()) {
             const ssize_t n = c.write(bytes.data() + sent, bytes.size() - sent);
@@ -47,7 +44,7 @@ bool echo(transport::Connection& c, const std::vector<std::uint8_t>& bytes, Cloc
         if (n > 0) received += static_cast<std::size_t>(n), progress = true;
         else if (n == 0) return error = "the server closed the RDMA connection before the echo was back", false;
         else if (errno != EAGAIN) return error = std::string("reading: ") + strerror(errno), false;
-        if (!progress) (void)c.wait(sent < bytes.size() ? POLLIN | POLLOUT : POLLIN, std::min(ms_left(until), 100));
+        if (!progress) (void)c.wait(sent < bytes.size() ? POLLIN | POLLOUT : POLLIN, std::min(transport::ms_until(until), 100));
     }
     if (back != bytes) return error = "the echo came back different from what was sent", false;
     // A queue pair that failed under the echo moves the stream onto TCP,
@@ -75,12 +72,12 @@ void measure(transport::Connection& c, Clock::time_point until, ProbeRun& run) {
     // Done: the server sees our end of stream and closes its side.
     (void)c.shutdown(SHUT_WR);
     std::array<std::uint8_t, 64> rest{};
-    while (ms_left(until) > 0) {
+    while (transport::ms_until(until) > 0) {
         const ssize_t n = c.read(rest.data(), rest.size());
         if (n == 0) break;
         if (n > 0) return run.error = "the server echoed more than was sent", void();
         if (errno != EAGAIN) break;  // its close may race ours: the echo is whole
-        (void)c.wait(POLLIN, std::min(ms_left(until), 100));
+        (void)c.wait(POLLIN, std::min(transport::ms_until(until), 100));
     }
     run.end = ProbeEnd::Works;
 }
@@ -105,7 +102,7 @@ TcpLink connect_tcp(const std::string& address, const std::string& port, Clock::
         int rc = ::connect(fd.get(), a->ai_addr, a->ai_addrlen);
         if (rc != 0 && errno == EINPROGRESS) {
             pollfd p{fd.get(), POLLOUT, 0};
-            rc = ::poll(&p, 1, ms_left(until));
+            rc = ::poll(&p, 1, transport::ms_until(until));
             int soerr = ETIMEDOUT;
             socklen_t len = sizeof soerr;
             if (rc > 0) (void)getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &soerr, &len);
@@ -139,7 +136,7 @@ ProbeRun run_probe(const TcpLink& link, Clock::time_point until) {
     }
     run.tcp_ms = link.ms;
     transport::Settings settings;
-    settings.connect_timeout = transport::Millis{std::max(ms_left(until), 1)};
+    settings.connect_timeout = transport::Millis{std::max(transport::ms_until(until), 1)};
     const auto setup_start = Clock::now();
     transport::ClientUpgrade upgrade(link.fd.get(), transport::Mode::Require, settings, transport::TcpIo{},
                                      transport::ClientUpgrade::Limits{until, until}, transport::Request::Probe);

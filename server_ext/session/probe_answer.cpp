@@ -16,6 +16,7 @@
 #include "server_ext/session/real_calls.hpp"
 #include "server_ext/settings_gucs.hpp"
 #include "server_ext/setup_gate.hpp"
+#include "transport/setup_step.hpp"
 #include "transport/tcp_upgrade.hpp"
 
 #include "server_ext/pg_headers.hpp"
@@ -44,13 +45,12 @@ void decline(int fd, ProbeAnswer& answer, Outcome outcome, const char* why, cons
 // kProbeEchoLimit bytes within kProbeTimeLimitMs. false with `why` when
 // the connection failed or the time ran out.
 bool echo(transport::Connection& c, std::uint64_t& echoed, std::string& why) {
-    using Clock = std::chrono::steady_clock;
-    const auto until = Clock::now() + std::chrono::milliseconds(protocol::kProbeTimeLimitMs);
+    const transport::Deadline until = transport::SetupClock::now() + std::chrono::milliseconds(protocol::kProbeTimeLimitMs);
     std::array<std::uint8_t, kEchoChunk> buf{};
     std::size_t held = 0, sent = 0;
     for (;;) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
-        if (left <= 0) return why = "the probe outlasted its time limit", false;
+        const int left = transport::ms_until(until);
+        if (left == 0) return why = "the probe outlasted its time limit", false;
         ssize_t n;
         short wanted;
         if (sent < held) {
@@ -72,7 +72,7 @@ bool echo(transport::Connection& c, std::uint64_t& echoed, std::string& why) {
         if (n > 0) continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK)
             return why = std::string("the RDMA connection failed: ") + strerror(errno), false;
-        if (c.wait(wanted, static_cast<int>(left)) < 0 && errno != EINTR)
+        if (c.wait(wanted, left) < 0 && errno != EINTR)
             return why = std::string("waiting on the RDMA connection failed: ") + strerror(errno), false;
     }
 }
