@@ -12,6 +12,7 @@
 #include "perf/bench_error.hpp"
 #include "perf/bench_report.hpp"
 #include "perf/cycle_counter.hpp"
+#include "perf/process_cpu.hpp"
 
 namespace pg_rdma::perf {
 
@@ -160,6 +161,7 @@ void measure_latency(ByteStream& stream, std::vector<unsigned char>& buf, std::s
     io = IoCounters{};
     std::vector<std::uint64_t> counts;
     const CycleRate counter_rate;
+    const double cpu_before = process_cpu_us();
     double seconds = 0;
     while (counts.size() < plan.max_iters &&
            (seconds < plan.seconds || counts.size() < min_iters)) {
@@ -169,6 +171,7 @@ void measure_latency(ByteStream& stream, std::vector<unsigned char>& buf, std::s
         seconds += elapsed;
         round_trips_per_s = rate(count, elapsed);
     }
+    const double cpu_us = process_cpu_us() - cpu_before;
     const double us_per_count = counter_rate.micros_per_count();
     if (us_per_count <= 0)
         throw BenchError(std::string("the cycle counter (") + CycleCounter::kName +
@@ -182,7 +185,7 @@ void measure_latency(ByteStream& stream, std::vector<unsigned char>& buf, std::s
     std::array<char, 48> rate_field{};
     std::snprintf(rate_field.data(), rate_field.size(), " counter_mhz=%.3f", 1 / us_per_count);
     print_latency(label(stream) + " clock=" + CycleCounter::kName + rate_field.data(), size,
-                  samples.size(), summarize_latency(samples), io.stalls);
+                  samples.size(), summarize_latency(samples), io.stalls, cpu_us);
 }
 
 void measure_bandwidth(ByteStream& stream, std::vector<unsigned char>& buf, std::size_t size,
@@ -198,6 +201,7 @@ void measure_bandwidth(ByteStream& stream, std::vector<unsigned char>& buf, std:
     io = IoCounters{};
     std::uint64_t messages = 0;
     double seconds = 0;
+    const double cpu_before = process_cpu_us();
     while (seconds < plan.seconds) {
         const double chunk_s = std::min(kChunkSeconds, plan.seconds - seconds);
         const std::uint64_t count =
@@ -207,7 +211,7 @@ void measure_bandwidth(ByteStream& stream, std::vector<unsigned char>& buf, std:
         seconds += elapsed;
         messages_per_s = rate(count, elapsed);
     }
-    print_bandwidth(label(stream), size, messages, seconds, io.stalls);
+    print_bandwidth(label(stream), size, messages, seconds, io.stalls, process_cpu_us() - cpu_before);
 }
 
 // Tells the server to finish and waits until it has closed, so both sides
@@ -262,10 +266,16 @@ void run_server(ByteStream& stream)
     PhaseHeader h;
     while (receive_header(stream, h, io) && h.kind != static_cast<std::uint32_t>(PhaseKind::Done)) {
         buf.resize(std::max<std::size_t>(buf.size(), h.size));
-        if (h.kind == static_cast<std::uint32_t>(PhaseKind::Latency))
+        // What each phase cost this end; report.py adds up a measurement's
+        // phases past its warm-up (the first of each size), as the client
+        // counts its own.
+        const double cpu_before = process_cpu_us();
+        const bool latency = h.kind == static_cast<std::uint32_t>(PhaseKind::Latency);
+        if (latency)
             echo(stream, buf, h, io);
         else
             sink(stream, buf, h, io);
+        print_served(latency ? "latency" : "bandwidth", h.size, h.count, process_cpu_us() - cpu_before);
     }
 }
 

@@ -57,22 +57,28 @@ void print_listening(const char* transport, std::uint16_t port)
 }
 
 void print_latency(const std::string& label, std::size_t size, std::size_t iters,
-                   const LatencySummary& s, std::uint64_t stalls)
+                   const LatencySummary& s, std::uint64_t stalls, double cpu_us)
 {
     print_line(format("latency %s size=%zu iters=%zu p50_us=%.2f p99_us=%.2f "
-                      "avg_us=%.2f min_us=%.2f max_us=%.2f stalls=%llu",
+                      "avg_us=%.2f min_us=%.2f max_us=%.2f stalls=%llu cpu_us=%.0f",
                       label.c_str(), size, iters, s.p50_us, s.p99_us, s.avg_us, s.min_us,
-                      s.max_us, static_cast<unsigned long long>(stalls)));
+                      s.max_us, static_cast<unsigned long long>(stalls), cpu_us));
 }
 
 void print_bandwidth(const std::string& label, std::size_t size, std::uint64_t messages,
-                     double seconds, std::uint64_t stalls)
+                     double seconds, std::uint64_t stalls, double cpu_us)
 {
     const double bytes = static_cast<double>(size) * static_cast<double>(messages);
     print_line(format("bandwidth %s size=%zu messages=%llu seconds=%.3f MiBps=%.2f "
-                      "stalls=%llu",
+                      "stalls=%llu cpu_us=%.0f",
                       label.c_str(), size, static_cast<unsigned long long>(messages), seconds,
-                      bytes / kBytesPerMiB / seconds, static_cast<unsigned long long>(stalls)));
+                      bytes / kBytesPerMiB / seconds, static_cast<unsigned long long>(stalls), cpu_us));
+}
+
+void print_served(const char* kind, std::size_t size, std::uint64_t count, double cpu_us)
+{
+    print_line(format("served %s size=%zu count=%llu cpu_us=%.0f", kind, size,
+                      static_cast<unsigned long long>(count), cpu_us));
 }
 
 }  // namespace pg_rdma::perf

@@ -23,10 +23,13 @@ LatencySummary summarize_latency(std::vector<double>& samples);
 
 void print_line(const std::string& line);
 void print_listening(const char* transport, std::uint16_t port);
-// `label` names what was measured: "transport=rdma wait=poll".
+// `label` names what was measured: "transport=rdma wait=poll". `cpu_us`:
+// this process's CPU time over the measured phases (process_cpu.hpp).
 void print_latency(const std::string& label, std::size_t size, std::size_t iters,
-                   const LatencySummary& s, std::uint64_t stalls);
+                   const LatencySummary& s, std::uint64_t stalls, double cpu_us);
 void print_bandwidth(const std::string& label, std::size_t size, std::uint64_t messages,
-                     double seconds, std::uint64_t stalls);
+                     double seconds, std::uint64_t stalls, double cpu_us);
+// The server's line for each phase it served: `count` messages of `size`.
+void print_served(const char* kind, std::size_t size, std::uint64_t count, double cpu_us);
 
 }  // namespace pg_rdma::perf
