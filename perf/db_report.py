@@ -193,6 +193,10 @@ def print_table(report):
     print()
     print(f"PostgreSQL 15 over pg_rdma vs TCP, same server and address ({report['env'].get('device', '?')}, "
           f"one guest run; ib_write_bw 1 MiB = {fmt(report['ib_write_bw_mb_per_s'], 1)} MB/s)")
+    if report["env"].get("counted") == "1":
+        # perf/README.md, "Counted mode".
+        print("COUNTED: the guest's clock counts instructions (1 ns each, one vCPU): times, rates and CPU are")
+        print("work done, deterministic; rxe's packets and ICRC count as the guest's, which a NIC does instead")
     head = (f"{'figure':40} {'unit':6} {'rdma':>10} {'tcp':>10} {'rdma/tcp':>9} {'rounds':>15} "
             f"{'target':>8} {'of ib_bw':>9}")
     print(head)

@@ -964,7 +964,12 @@ def print_header(env):
           % (env.get("device", "?"), env.get("address", "?"), env.get("kernel", "?"),
              env.get("cpus", "?"), env.get("started", "?"), env.get("duration_s", "?"),
              env.get("rounds_run", "?"), env.get("rounds", "?")))
-    print("Soft-RoCE in a TCG guest: only the ratios mean anything. ours and tcp wait in poll()"
+    if env.get("peer"):
+        print("Two hosts: clients here, servers on %s (%s, kernel %s, %s CPUs)."
+              % (env["peer"], env.get("peer_device", "?"), env.get("peer_kernel", "?"), env.get("peer_cpus", "?")))
+    else:
+        print("Soft-RoCE in a TCG guest: only the ratios mean anything.", end=" ")
+    print("ours and tcp wait in poll()"
           " (ours after its adaptive spin), rsocket in its rpoll(), ib_send_* -e on completion"
           " events; spin (ours spinning up to 100 ms in wait()), rsocket spin, the other perftest"
           " tools and rstream busy-poll.\n")
@@ -1023,8 +1028,10 @@ def main(argv):
                         "pinned_memory": "bytes"},
               "selection": "figures: per tool and size, the best of %d rounds; targets: the median of"
                            " each round's own ratio" % len(rounds),
-              "note": "Soft-RoCE in a TCG guest: absolute figures say nothing about real "
-                      "NICs; compare the ratios.",
+              "note": ("two hosts, %s to %s: real devices' figures" % (env.get("device"), env.get("peer_device"))
+                       if env.get("peer") else
+                       "Soft-RoCE in a TCG guest: absolute figures say nothing about real "
+                       "NICs; compare the ratios."),
               "latency": lat, "bandwidth": bw, "pinned_memory": pinned,
               "request_response_pairs": pairs,
               "copy_MiBps": copy_speeds(raw),

@@ -23,7 +23,10 @@
 # on. The last line printed is the JSON path.
 # Environment: PG_RDMA_BENCH_HOST_LOAD (set by scripts/bench),
 # PG_RDMA_DB_BENCH_SECONDS (per pgbench run, default 10),
-# PG_RDMA_DB_BENCH_ROUNDS (rounds per figure, 2 to 9, default 3).
+# PG_RDMA_DB_BENCH_ROUNDS (rounds per figure, 2 to 9, default 3),
+# PG_RDMA_BENCH_COUNTED (1: scripts/bench db --counted, a guest whose clock
+# counts instructions: the figures repeat, so 2 rounds of 3 counted
+# seconds by default; each counted second takes about 8 on the host).
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -31,7 +34,7 @@ ROOT=$(dirname "$HERE")
 readonly HERE ROOT
 
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
-  sed -n '2,26s/^# \{0,1\}//p' "$0" >&2
+  sed -n '2,29s/^# \{0,1\}//p' "$0" >&2
   exit 2
 fi
 BUILD=$(cd "$1" && pwd) || exit 2
@@ -43,10 +46,14 @@ RXE_DEV=${RXE_DEV:-rxe0}
 readonly BUILD OUT_JSON RAW SO
 
 # --- what is measured ----------------------------------------------------------
-readonly PGBENCH_SECONDS=${PG_RDMA_DB_BENCH_SECONDS:-10}
+readonly COUNTED=${PG_RDMA_BENCH_COUNTED:-0}
+DEFAULT_SECONDS=10 DEFAULT_ROUNDS=3
+[ "$COUNTED" = 1 ] && DEFAULT_SECONDS=3 DEFAULT_ROUNDS=2
+readonly PGBENCH_SECONDS=${PG_RDMA_DB_BENCH_SECONDS:-$DEFAULT_SECONDS}
 # Three rounds: with two, one round's ratio on each side of a target left
 # it undecided, and the guest's speed moves a round by 10-30 % and more.
-ROUNDS=${PG_RDMA_DB_BENCH_ROUNDS:-3}
+# Counted, two: a round repeats the one before.
+ROUNDS=${PG_RDMA_DB_BENCH_ROUNDS:-$DEFAULT_ROUNDS}
 case $ROUNDS in [2-9]) ;; *) echo "PG_RDMA_DB_BENCH_ROUNDS: 2 to 9, not '$ROUNDS'" >&2; exit 2 ;; esac
 readonly ROUNDS
 readonly PGBENCH_SCALE=8             # ~120 MB of pgbench tables; 8 branches for 8 clients
@@ -344,6 +351,7 @@ write_env() {
     echo "started=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "postgres=$("$PG_CLUSTER_BIN/postgres" --version)"
     echo "pgbench_seconds=$PGBENCH_SECONDS"
+    echo "counted=$COUNTED"
     echo "pgbench_scale=$PGBENCH_SCALE"
     echo "host_load_before=${PG_RDMA_BENCH_HOST_LOAD:-unknown}"
     echo "raw_logs=$RAW"

@@ -3,7 +3,9 @@
 #
 # Runs INSIDE the Soft-RoCE guest (scripts/bench starts it through
 # regress/rxe-guest, which exports RXE_DEV and RXE_IP and sets ulimit -l
-# unlimited). Measures, one at a time and each bounded by a timeout:
+# unlimited), or on a host with an RDMA NIC whose servers run on a second
+# host (scripts/bench transport --peer; PG_RDMA_BENCH_PEER, below).
+# Measures, one at a time and each bounded by a timeout:
 #   ours     BUILD_DIR/perf/transport_bench over the pg_rdma transport
 #            (waiting in poll(), and again busy-polling: "spin")
 #   tcp      the same binary and code over TCP to the same address (--tcp)
@@ -31,11 +33,23 @@
 # PNG chart of the ratios beside it. Raw tool output stays in OUT_JSON's
 # name without .json. A measurement that fails is reported as missing and the
 # run goes on. The last line printed is the JSON path.
-# Environment: PG_RDMA_BENCH_ROUNDS (default 3; report.py shows each tool's
+# Counted (PG_RDMA_BENCH_COUNTED=1, scripts/bench transport --counted: a
+# guest whose clock counts instructions, one vCPU): only what sleeps is
+# measured (ours, TCP, rsocket through the same loop, ib_send_lat -e,
+# ib_write_bw, ib_send_bw -e, the pairs): on one CPU a busy-polling process
+# holds it until the scheduler's tick, so a spinning tool measures the
+# tick. One round (the next would repeat it), perf/counted_report.py.
+# Environment: PG_RDMA_BENCH_ROUNDS (default 3, counted 1; report.py shows each tool's
 # best round and judges each target on the median of the rounds' own
 # ratios, undecided where they disagree; another round starts only if it
 # should end within RUN_BUDGET_S),
 # PG_RDMA_BENCH_HOST_LOAD (set by scripts/bench).
+# Two hosts: PG_RDMA_BENCH_PEER (ssh destination of the host the servers
+# run on, by perf/peer-server.sh at this script's path there, with
+# BUILD_DIR at the same path), PG_RDMA_BENCH_PEER_ADDR (its address on the
+# RDMA network: servers listen and clients connect there),
+# PG_RDMA_BENCH_PEER_DEVICE (its RDMA device; RXE_DEV's name if unset),
+# RXE_DEV (this host's device).
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -50,10 +64,32 @@ OUT_JSON=${2:-$HERE/results/transport-$(date -u +%Y%m%dT%H%M%SZ).json}
 RAW=${OUT_JSON%.json}
 BENCH=$BUILD/perf/transport_bench
 COPY_SPEED=$BUILD/perf/copy_speed
-: "${RXE_IP:?run me inside the Soft-RoCE guest (regress/rxe-guest): RXE_IP is not set}"
-RXE_DEV=${RXE_DEV:-rxe0}
-ROUNDS=${PG_RDMA_BENCH_ROUNDS:-3}
-readonly BUILD OUT_JSON RAW BENCH COPY_SPEED ROUNDS
+# Two hosts (scripts/bench transport --peer): the servers run on the peer,
+# over ssh, from the same paths; the clients here. SERVER_IP is where every
+# client connects and every server listens.
+PEER=${PG_RDMA_BENCH_PEER:-}
+if [ -n "$PEER" ]; then
+  : "${PG_RDMA_BENCH_PEER_ADDR:?the peer's address on the RDMA network is not set}"
+  : "${RXE_DEV:?this host's RDMA device is not set}"
+  SERVER_IP=$PG_RDMA_BENCH_PEER_ADDR
+  PEER_DEV=${PG_RDMA_BENCH_PEER_DEVICE:-$RXE_DEV}
+else
+  : "${RXE_IP:?run me inside the Soft-RoCE guest (regress/rxe-guest): RXE_IP is not set}"
+  RXE_DEV=${RXE_DEV:-rxe0}
+  SERVER_IP=$RXE_IP
+  PEER_DEV=$RXE_DEV
+fi
+readonly PEER SERVER_IP PEER_DEV
+# One ssh connection carries every command to the peer (ControlMaster):
+# a readiness check every 0.1 s must not cost a login each.
+SSH=(ssh -n -o BatchMode=yes -o ControlMaster=auto -o "ControlPath=/tmp/pg_rdma-bench-ssh-%C"
+     -o ControlPersist=300 "$PEER")
+readonly SSH
+COUNTED=${PG_RDMA_BENCH_COUNTED:-0}
+DEFAULT_ROUNDS=3
+[ "$COUNTED" = 1 ] && DEFAULT_ROUNDS=1
+ROUNDS=${PG_RDMA_BENCH_ROUNDS:-$DEFAULT_ROUNDS}
+readonly BUILD OUT_JSON RAW BENCH COPY_SPEED ROUNDS COUNTED
 
 # --- what is measured (sizes in bytes; report.py knows the same lists) -------
 readonly LAT_SIZES="64 1024 4096 16384 65536"
@@ -90,17 +126,26 @@ readonly PAIR_TIMEOUT_S=120        # any one server or client process
 readonly LISTEN_WAIT_S=30          # for a server to start listening
 
 # Fixed ports, one per tool (servers run one at a time).
-readonly OURS_PORT=18600 TCP_PORT=18601 PERFTEST_PORT=18515 RSTREAM_PORT=7471
-# rsocket's runs each take the next of these ports, so that none depends
-# on how soon librdmacm lets a port go after the run before.
-readonly RSOCKET_PORTS_FROM=18800 RSOCKET_PORTS=50
-RSOCKET_RUNS=0
+readonly PERFTEST_PORT=18515 RSTREAM_PORT=7471
+# transport_bench's runs (ours, tcp, rsocket) each take the next of these
+# ports, so that none depends on how soon the kernel lets a port go after
+# the run before: it releases a closed rdma_cm id's port later, from a
+# work queue, and a guest with one vCPU (counted mode) started the next
+# server before that ("Address already in use").
+readonly BENCH_PORTS_FROM=18600 BENCH_PORTS=100
+BENCH_RUNS=0
 
 # Pairs at once: as many clients as pgbench's 8, each with its server, on
 # the guest's CPUs. Each pair's port is its tool's base + its number.
 readonly PAIRS=8
 readonly PAIRS_SIZE=64
-readonly PAIRS_ROUND_TRIPS=2000   # per pair: ~4-8 s for all 8 on TCG, long against their setup
+# per pair: ~4-8 s for all 8 on TCG, long against their setup. Counted,
+# four times that: the pairs' setups (~50 counted ms each, one at a time
+# on the one vCPU) then weigh a few per cent of the run, not a fifth, and
+# the figure repeats.
+PAIRS_ROUND_TRIPS=2000
+[ "$COUNTED" = 1 ] && PAIRS_ROUND_TRIPS=8000
+readonly PAIRS_ROUND_TRIPS
 readonly PAIRS_OURS_PORT=18700 PAIRS_TCP_PORT=18720 PAIRS_PERFTEST_PORT=18740
 
 FAILED=()
@@ -118,9 +163,11 @@ lat_iters() {
 # A perftest or rstream client started before its server listens fails or
 # hangs, so every client waits for one of these. Each gets the server log.
 ready_bench() { grep -qs '^listening ' "$1"; }
-ready_tcp_port() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
+# (on the peer when the servers run there)
+where_servers() { if [ -n "$PEER" ]; then on_peer "$@"; else "$@"; fi; }
+ready_tcp_port() { where_servers ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
 ready_perftest() { ready_tcp_port "$PERFTEST_PORT"; }
-ready_rstream() { rdma resource show cm_id 2>/dev/null | grep -q "state LISTEN .*:$RSTREAM_PORT "; }
+ready_rstream() { where_servers rdma resource show cm_id 2>/dev/null | grep -q "state LISTEN .*:$RSTREAM_PORT "; }
 
 wait_ready() {
   local check=$1 log=$2 deadline=$((SECONDS + LISTEN_WAIT_S))
@@ -143,10 +190,33 @@ with_cpu() (
   exit $rc
 )
 
-# stop_server PID: ends a server started by run_pair. PID is with_cpu's
-# subshell: its child (timeout, which passes the signal on) is what is
-# stopped, so the subshell still records the CPU time and exits.
-stop_server() { pkill -TERM -P "$1" 2>/dev/null; }
+# on_peer CMD...: CMD on the peer, its output here.
+on_peer() { "${SSH[@]}" "$(printf '%q ' "$@")"; }
+
+# on_server TAG CMD...: runs a server bounded by PAIR_TIMEOUT_S: here, or
+# on the peer through perf/peer-server.sh (TAG names it there, for
+# stop_server), ssh bounded a little later than the server.
+readonly SSH_GRACE_S=10
+on_server() {
+  local tag=$1
+  shift
+  if [ -z "$PEER" ]; then timeout "$PAIR_TIMEOUT_S" "$@"; return; fi
+  timeout $((PAIR_TIMEOUT_S + SSH_GRACE_S)) \
+    "${SSH[@]}" "$(printf '%q ' "$HERE/peer-server.sh" "$tag" "$PAIR_TIMEOUT_S" "$@")"
+}
+
+# stop_server PID [TAG]: ends a server started by run_pair or pairs. PID is
+# with_cpu's subshell or timeout: its child (timeout, or ssh) is what is
+# stopped, so the subshell still records the CPU time and exits; on the
+# peer the server itself is stopped by TAG.
+stop_server() {
+  [ -n "$PEER" ] && [ -n "${2:-}" ] && on_peer "$HERE/peer-server.sh" stop "$2"
+  pkill -TERM -P "$1" 2>/dev/null
+}
+
+# peer_cpu LOG FILE: a server's CPU time as perf/peer-server.sh printed it
+# at the end of LOG, into FILE as with_cpu writes it.
+peer_cpu() { sed -n '/^@@cpu$/{n;p;n;p;q}' "$1" >"$2"; }
 
 # run_pair NAME READY_CHECK SERVER_CMD... -- CLIENT_CMD...
 # Server and client each bounded by PAIR_TIMEOUT_S; output in OUT/NAME.*.log,
@@ -157,18 +227,19 @@ run_pair() {
   while [ $# -gt 0 ] && [ "$1" != -- ]; do server+=("$1"); shift; done
   shift
   local slog=$OUT/$name.server.log clog=$OUT/$name.client.log
-  with_cpu "$OUT/$name.server.cpu" timeout "$PAIR_TIMEOUT_S" "${server[@]}" >"$slog" 2>&1 &
+  with_cpu "$OUT/$name.server.cpu" on_server "$name" "${server[@]}" >"$slog" 2>&1 &
   spid=$!
   if ! wait_ready "$check" "$slog"; then
     say "$name: the server did not listen within ${LISTEN_WAIT_S} s (see $slog)"
-    stop_server "$spid"; wait "$spid" 2>/dev/null
+    stop_server "$spid" "$name"; wait "$spid" 2>/dev/null
     FAILED+=("${OUT##*/}/$name"); return 1
   fi
   with_cpu "$OUT/$name.client.cpu" timeout "$PAIR_TIMEOUT_S" "$@" >"$clog" 2>&1
   crc=$?
   # A server whose client failed would wait for another one: stop it.
-  [ $crc -eq 0 ] || stop_server "$spid"
+  [ $crc -eq 0 ] || stop_server "$spid" "$name"
   wait "$spid" 2>/dev/null
+  [ -z "$PEER" ] || peer_cpu "$slog" "$OUT/$name.server.cpu"
   if [ $crc -ne 0 ]; then
     say "$name: client exit status $crc (see $clog)"
     FAILED+=("${OUT##*/}/$name"); return 1
@@ -177,32 +248,32 @@ run_pair() {
 
 # --- one tool, one size ---------------------------------------------------------
 
-# ours NAME PORT MODE SIZE FLAGS...: one transport_bench server/client pair.
+# ours NAME MODE SIZE FLAGS...: one transport_bench server/client pair, on
+# the next of BENCH_PORTS.
 # OURS_ENV (an array of NAME=VALUE) is the environment of both processes.
 OURS_ENV=()
 ours() {
-  local name=$1 port=$2 mode=$3 size=$4; shift 4
+  local name=$1 mode=$2 size=$3; shift 3
+  local port=$((BENCH_PORTS_FROM + BENCH_RUNS % BENCH_PORTS))
+  BENCH_RUNS=$((BENCH_RUNS + 1))
   local budget=(--seconds "$OURS_BW_SECONDS")
   [ "$mode" = latency ] && budget=(--seconds "$OURS_LAT_SECONDS" --iters "$OURS_LAT_MAX_ITERS")
   run_pair "$name-$size" ready_bench \
-    env "${OURS_ENV[@]}" "$BENCH" server --addr "$RXE_IP" --port "$port" "$@" -- \
-    env "${OURS_ENV[@]}" "$BENCH" client --addr "$RXE_IP" --port "$port" "$@" --mode "$mode" \
+    env "${OURS_ENV[@]}" "$BENCH" server --addr "$SERVER_IP" --port "$port" "$@" -- \
+    env "${OURS_ENV[@]}" "$BENCH" client --addr "$SERVER_IP" --port "$port" "$@" --mode "$mode" \
     --sizes "$size" "${budget[@]}"
 }
 
-# rsocket NAME MODE SIZE FLAGS...: ours with --rsocket, on the next of
-# RSOCKET_PORTS.
+# rsocket NAME MODE SIZE FLAGS...: ours with --rsocket.
 rsocket() {
-  local port=$((RSOCKET_PORTS_FROM + RSOCKET_RUNS % RSOCKET_PORTS))
-  RSOCKET_RUNS=$((RSOCKET_RUNS + 1))
   local name=$1 mode=$2 size=$3; shift 3
-  ours "$name" "$port" "$mode" "$size" --rsocket "$@"
+  ours "$name" "$mode" "$size" --rsocket "$@"
 }
 
-# ours_vcopy NAME PORT MODE SIZE FLAGS...: ours with memcpy kept on vector
+# ours_vcopy NAME MODE SIZE FLAGS...: ours with memcpy kept on vector
 # moves (ours sees this OURS_ENV: bash's locals are visible to the callee).
 ours_vcopy() {
-  [ "$4" -ge "$VCOPY_MIN_SIZE" ] || return 0
+  [ "$3" -ge "$VCOPY_MIN_SIZE" ] || return 0
   local OURS_ENV=("$VCOPY_ENV")
   ours "$@"
 }
@@ -228,8 +299,9 @@ rep_movsb_threshold() {
 # options; -F skips the cpufreq check, which means nothing in a guest.
 perftest() {
   local name=$1 tool=$2 size=$3; shift 3
-  local args=(-d "$RXE_DEV" -p "$PERFTEST_PORT" -F -s "$size" "$@")
-  run_pair "$name-$size" ready_perftest "$tool" "${args[@]}" -- "$tool" "${args[@]}" "$RXE_IP"
+  local args=(-p "$PERFTEST_PORT" -F -s "$size" "$@")
+  run_pair "$name-$size" ready_perftest "$tool" -d "$PEER_DEV" "${args[@]}" -- \
+    "$tool" -d "$RXE_DEV" "${args[@]}" "$SERVER_IP"
 }
 
 # rstream: -S size, -C transfers each way per iteration, -I iterations; the
@@ -247,7 +319,7 @@ rstream_pair() {
     esac
   done
   echo "messages=$((2 * transfers * iterations))" >"$OUT/$name-$size.plan"
-  run_pair "$name-$size" ready_rstream rstream "${args[@]}" -- rstream -s "$RXE_IP" "${args[@]}"
+  run_pair "$name-$size" ready_rstream rstream "${args[@]}" -- rstream -s "$SERVER_IP" "${args[@]}"
 }
 
 # pair_port TOOL N: the port of TOOL's Nth pair.
@@ -267,16 +339,16 @@ pair_port() {
 # No CPU times here: 16 processes share the CPUs by design.
 pairs() {
   local tool=$1 i pid port server client spids=() cpids=() failed=0 deadline
-  local bench_flags=() perftest_args=(-d "$RXE_DEV" -F -s "$PAIRS_SIZE" -n "$PAIRS_ROUND_TRIPS" -e)
+  local bench_flags=() perftest_args=(-F -s "$PAIRS_SIZE" -n "$PAIRS_ROUND_TRIPS" -e)
   [ "$tool" = tcp ] && bench_flags=(--tcp)
   say "round ${OUT##*/r}: $PAIRS pairs at once, $tool"
   for ((i = 1; i <= PAIRS; i++)); do
     port=$(pair_port "$tool" "$i")
     case $tool in
-      ours | tcp) server=("$BENCH" server --addr "$RXE_IP" --port "$port" "${bench_flags[@]}") ;;
-      ib_send_lat_e) server=(ib_send_lat -p "$port" "${perftest_args[@]}") ;;
+      ours | tcp) server=("$BENCH" server --addr "$SERVER_IP" --port "$port" "${bench_flags[@]}") ;;
+      ib_send_lat_e) server=(ib_send_lat -d "$PEER_DEV" -p "$port" "${perftest_args[@]}") ;;
     esac
-    timeout "$PAIR_TIMEOUT_S" "${server[@]}" >"$OUT/pairs-$tool-$i.server.log" 2>&1 &
+    on_server "pairs-$tool-$i" "${server[@]}" >"$OUT/pairs-$tool-$i.server.log" 2>&1 &
     spids+=($!)
   done
   # One deadline for all the servers: a tool that cannot listen at all
@@ -297,9 +369,9 @@ pairs() {
       case $tool in
         # transport_bench's latency mode: PAIRS_ROUND_TRIPS round trips
         # unless its own time budget ends first, well before the kill.
-        ours | tcp) client=("$BENCH" client --addr "$RXE_IP" --port "$port" "${bench_flags[@]}" --mode latency
+        ours | tcp) client=("$BENCH" client --addr "$SERVER_IP" --port "$port" "${bench_flags[@]}" --mode latency
                             --sizes "$PAIRS_SIZE" --iters "$PAIRS_ROUND_TRIPS" --seconds $((PAIR_TIMEOUT_S / 2))) ;;
-        ib_send_lat_e) client=(ib_send_lat -p "$port" "${perftest_args[@]}" "$RXE_IP") ;;
+        ib_send_lat_e) client=(ib_send_lat -d "$RXE_DEV" -p "$port" "${perftest_args[@]}" "$SERVER_IP") ;;
       esac
       (
         wall=$OUT/pairs-$tool-$i.wall
@@ -314,7 +386,7 @@ pairs() {
     for pid in "${cpids[@]}"; do wait "$pid" || failed=1; done
   fi
   # A server whose client failed (or never came) would wait for one.
-  [ $failed = 0 ] || for pid in "${spids[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+  [ $failed = 0 ] || for i in "${!spids[@]}"; do stop_server "${spids[i]}" "pairs-$tool-$((i + 1))"; done
   wait "${spids[@]}" 2>/dev/null
   [ $failed = 0 ] || { say "pairs $tool: a pair failed (see $OUT/pairs-$tool-*.log)"; FAILED+=("${OUT##*/}/pairs-$tool"); }
 }
@@ -326,11 +398,11 @@ pairs() {
 latency_size() {
   local size=$1
   say "round ${OUT##*/r}: latency $size B"
-  ours ours-lat "$OURS_PORT" latency "$size"
-  ours ours-lat-spin "$OURS_PORT" latency "$size" --spin
-  ours_vcopy ours-lat-vcopy "$OURS_PORT" latency "$size"
-  ours_vcopy ours-lat-spin-vcopy "$OURS_PORT" latency "$size" --spin
-  ours tcp-lat "$TCP_PORT" latency "$size" --tcp
+  ours ours-lat latency "$size"
+  ours ours-lat-spin latency "$size" --spin
+  ours_vcopy ours-lat-vcopy latency "$size"
+  ours_vcopy ours-lat-spin-vcopy latency "$size" --spin
+  ours tcp-lat latency "$size" --tcp
   perftest ib_write_lat ib_write_lat "$size" -n "$(lat_iters "$size")"
   perftest ib_send_lat ib_send_lat "$size" -n "$(lat_iters "$size")"
   perftest ib_send_lat_e ib_send_lat "$size" -n "$(lat_iters "$size")" -e
@@ -342,11 +414,11 @@ latency_size() {
 bandwidth_size() {
   local size=$1
   say "round ${OUT##*/r}: bandwidth $size B"
-  ours ours-bw "$OURS_PORT" bandwidth "$size"
-  ours ours-bw-spin "$OURS_PORT" bandwidth "$size" --spin
-  ours_vcopy ours-bw-vcopy "$OURS_PORT" bandwidth "$size"
-  ours_vcopy ours-bw-spin-vcopy "$OURS_PORT" bandwidth "$size" --spin
-  ours tcp-bw "$TCP_PORT" bandwidth "$size" --tcp
+  ours ours-bw bandwidth "$size"
+  ours ours-bw-spin bandwidth "$size" --spin
+  ours_vcopy ours-bw-vcopy bandwidth "$size"
+  ours_vcopy ours-bw-spin-vcopy bandwidth "$size" --spin
+  ours tcp-bw bandwidth "$size" --tcp
   perftest ib_write_bw ib_write_bw "$size" -n $((IB_BW_BYTES / size))
   perftest ib_send_bw ib_send_bw "$size" -n $((IB_BW_BYTES / size))
   perftest ib_send_bw_e ib_send_bw "$size" -n $((IB_BW_BYTES / size)) -e
@@ -355,10 +427,39 @@ bandwidth_size() {
   rsocket rsocket-bw-spin bandwidth "$size" --spin
 }
 
+# The counted round: the same measurements as a round's, less those
+# that busy-poll (see the top).
+counted_latency_size() {
+  local size=$1
+  say "round ${OUT##*/r}: latency $size B (counted)"
+  ours ours-lat latency "$size"
+  ours tcp-lat latency "$size" --tcp
+  perftest ib_send_lat_e ib_send_lat "$size" -n "$(lat_iters "$size")" -e
+  rsocket rsocket-lat latency "$size"
+}
+
+counted_bandwidth_size() {
+  local size=$1
+  say "round ${OUT##*/r}: bandwidth $size B (counted)"
+  ours ours-bw bandwidth "$size"
+  ours tcp-bw bandwidth "$size" --tcp
+  perftest ib_write_bw ib_write_bw "$size" -n $((IB_BW_BYTES / size))
+  perftest ib_send_bw_e ib_send_bw "$size" -n $((IB_BW_BYTES / size)) -e
+  rsocket rsocket-bw bandwidth "$size"
+}
+
+counted_round() {
+  local size tool
+  for size in $LAT_SIZES; do counted_latency_size "$size"; done
+  for size in $BW_SIZES; do counted_bandwidth_size "$size"; done
+  for tool in tcp ours ib_send_lat_e; do pairs "$tool"; done
+}
+
 run_round() {
   local size
   OUT=$RAW/r$1
   mkdir -p "$OUT" || exit 1
+  [ "$COUNTED" = 1 ] && { counted_round; return; }
   perftest ib_write_lat ib_write_lat "$PERFTEST_FLOOR_SIZE" -n "$(lat_iters "$PERFTEST_FLOOR_SIZE")"
   for size in $LAT_SIZES; do latency_size "$size"; done
   for size in $BW_SIZES; do bandwidth_size "$size"; done
@@ -371,13 +472,20 @@ run_round() {
 write_env() {
   {
     echo "device=$RXE_DEV"
-    echo "address=$RXE_IP"
+    echo "address=$SERVER_IP"
     echo "kernel=$(uname -r)"
+    if [ -n "$PEER" ]; then
+      echo "peer=$PEER"
+      echo "peer_device=$PEER_DEV"
+      echo "peer_kernel=$(on_peer uname -r)"
+      echo "peer_cpus=$(on_peer nproc)"
+    fi
     echo "clocksource=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)"
     echo "cpus=$(nproc)"
     echo "started=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "guest=${PG_RDMA_GUEST:-unknown}"
     echo "rounds=$ROUNDS"
+    echo "counted=$COUNTED"
     # scripts/bench passes the host's load: a busy host stalls the guest's
     # vCPUs and makes every figure noisy, ratios included.
     echo "host_load_before=${PG_RDMA_BENCH_HOST_LOAD:-unknown}"
@@ -399,7 +507,7 @@ main() {
   write_env
   local start=$SECONDS round round_start round_s slowest=0 rounds_run=0
   "$BENCH" settings >"$RAW/settings.log" 2>&1 || FAILED+=(settings)
-  copy_speeds
+  [ "$COUNTED" = 1 ] || copy_speeds
   for ((round = 1; round <= ROUNDS; round++)); do
     round_start=$SECONDS
     run_round "$round"
@@ -417,7 +525,11 @@ main() {
     echo "failed=${FAILED[*]}"
     echo "duration_s=$((SECONDS - start))"
   } >>"$RAW/env.txt"
-  python3 "$HERE/report.py" "$RAW" "$OUT_JSON" || exit 1
+  if [ "$COUNTED" = 1 ]; then
+    python3 "$HERE/counted_report.py" "$RAW" "$OUT_JSON" || exit 1
+  else
+    python3 "$HERE/report.py" "$RAW" "$OUT_JSON" || exit 1
+  fi
   echo "$OUT_JSON"
 }
 

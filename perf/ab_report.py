@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""The table of perf/run-ab-bench.sh: each figure for A and B, and B/A.
+
+usage: ab_report.py RAW_DIR
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from counted_report import client_cpu, server_cpu  # noqa: E402
+from report import read_lines, key_values  # noqa: E402
+
+PAIRS = 8
+
+
+def line_of(path, word):
+    for line in read_lines(path):
+        if line.startswith(word + " "):
+            return key_values(line)
+    return None
+
+
+def cpu_per(path_base, word):
+    c = client_cpu(read_lines(path_base + ".client.log"), word)
+    s = server_cpu(read_lines(path_base + ".server.log"))
+    return (c[0] / c[1] if c and c[1] else None, s[0] / s[1] if s and s[1] else None)
+
+
+def figures(raw, v):
+    out = {}
+    for size in (64, 4096, 65536):
+        base = os.path.join(raw, "%s-lat-%d" % (v, size))
+        kv = line_of(base + ".client.log", "latency")
+        out["p50 us, %d B" % size] = float(kv["p50_us"]) if kv else None
+        c, s = cpu_per(base, "latency")
+        out["cpu us per round trip, client, %d B" % size] = c
+        out["cpu us per round trip, server, %d B" % size] = s
+    for size in (4096, 65536, 1048576):
+        base = os.path.join(raw, "%s-bw-%d" % (v, size))
+        kv = line_of(base + ".client.log", "bandwidth")
+        out["MiB/s, %d B" % size] = float(kv["MiBps"]) if kv else None
+        c, s = cpu_per(base, "bandwidth")
+        out["cpu us per message, sender, %d B" % size] = c
+        out["cpu us per message, receiver, %d B" % size] = s
+    total = 0.0
+    for i in range(1, PAIRS + 1):
+        kv = line_of(os.path.join(raw, "%s-pairs-%d.client.log" % (v, i)), "latency")
+        if not kv:
+            total = None
+            break
+        total += 1e6 / (2 * float(kv["avg_us"]))
+    out["8 pairs, round trips/s"] = total
+    return out
+
+
+def main(argv):
+    if len(argv) != 2:
+        sys.stderr.write(__doc__)
+        return 2
+    a, b = figures(argv[1], "A"), figures(argv[1], "B")
+    width = max(len(k) for k in a)
+    print(f"{'figure (counted)':{width}}  {'A':>10}  {'B':>10}  {'B/A':>6}")
+    for k in a:
+        fa, fb = a[k], b[k]
+        r = f"{fb / fa:6.3f}" if fa and fb else "     -"
+        print(f"{k:{width}}  {fa if fa is None else round(fa, 2):>10}  {fb if fb is None else round(fb, 2):>10}  {r}")
+    print("raw logs: %s" % os.path.abspath(argv[1]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

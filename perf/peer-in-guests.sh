@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# perf/peer-in-guests.sh [scripts/bench transport options...]
+#
+# Runs `scripts/bench transport --peer` as its runbook says
+# (perf/README.md, "Two hosts"), between two Soft-RoCE guests joined by a
+# virtual NIC (regress/rxe-guest -p) instead of two hosts with NICs: host A
+# (10.99.0.1) runs the clients, host B (10.99.0.2) an ssh server
+# (dropbear, key login) and the servers. It checks the two-host path: the
+# figures are TCG's. PG_RDMA_BENCH_ROUNDS (default here 1) and
+# PG_RDMA_BUILD pass through. Needs dropbear-bin.
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+readonly ROOT
+
+if [ "${1:-}" = --inside-a ]; then
+  shift
+  ssh-keygen -q -t ed25519 -N '' -f "$RXE_PAIR_DIR/id" || exit 1
+  mkdir -p ~/.ssh && chmod 700 ~/.ssh
+  printf 'Host %s\n  IdentityFile %s\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n' \
+    "$RXE_PEER_IP" "$RXE_PAIR_DIR/id" >~/.ssh/config
+  until [ -e "$RXE_PAIR_DIR/ssh-ready" ]; do sleep 0.2; done
+  "$ROOT/scripts/bench" transport --peer "root@$RXE_PEER_IP" "$@"
+  rc=$?
+  : >"$RXE_PAIR_DIR/done"
+  exit $rc
+fi
+if [ "${1:-}" = --inside-b ]; then
+  until [ -e "$RXE_PAIR_DIR/id.pub" ]; do sleep 0.2; done
+  mkdir -p /root/.ssh /tmp/dropbear && chmod 700 /root/.ssh
+  cp "$RXE_PAIR_DIR/id.pub" /root/.ssh/authorized_keys && chmod 600 /root/.ssh/authorized_keys
+  dropbearkey -t ed25519 -f /tmp/dropbear/host_key >/dev/null 2>&1 || exit 1
+  # -s: keys only; -F: in the foreground (this script owns it).
+  dropbear -s -F -E -r /tmp/dropbear/host_key -p "$RXE_IP:22" 2>/tmp/dropbear/log &
+  until ss -Hltn 'sport = :22' | grep -q .; do sleep 0.2; done
+  : >"$RXE_PAIR_DIR/ssh-ready"
+  until [ -e "$RXE_PAIR_DIR/done" ]; do sleep 1; done
+  exit 0
+fi
+command -v dropbear >/dev/null || { echo "peer-in-guests: needs dropbear-bin (apt-get install dropbear-bin)" >&2; exit 1; }
+export PG_RDMA_BENCH_ROUNDS=${PG_RDMA_BENCH_ROUNDS:-1}
+exec "$ROOT/regress/rxe-guest" -t 3600 -p "$(printf '%q ' "$0" --inside-b)" -- "$0" --inside-a "$@"
