@@ -57,13 +57,20 @@ def main(argv):
     if len(argv) != 2:
         sys.stderr.write(__doc__)
         return 2
-    a, b = figures(argv[1], "A"), figures(argv[1], "B")
+    a, b, a2 = figures(argv[1], "A"), figures(argv[1], "B"), figures(argv[1], "A2")
     width = max(len(k) for k in a)
-    print(f"{'figure (counted)':{width}}  {'A':>10}  {'B':>10}  {'B/A':>6}")
+
+    def cell(x):
+        return "-" if x is None else round(x, 2)
+
+    def over(x, y):
+        return f"{x / y:6.3f}" if x and y else "     -"
+
+    print(f"{'figure (counted)':{width}}  {'A':>10}  {'B':>10}  {'A again':>10}  {'B/A':>6}  {'A2/A':>6}")
     for k in a:
-        fa, fb = a[k], b[k]
-        r = f"{fb / fa:6.3f}" if fa and fb else "     -"
-        print(f"{k:{width}}  {fa if fa is None else round(fa, 2):>10}  {fb if fb is None else round(fb, 2):>10}  {r}")
+        print(f"{k:{width}}  {cell(a[k]):>10}  {cell(b[k]):>10}  {cell(a2[k]):>10}  {over(b[k], a[k])}  {over(a2[k], a[k])}")
+    print("B/A: the change; A2/A: the same build measured again in this run, the noise floor. A B/A")
+    print("no further from 1 than A2/A (or within 2 %) moves nothing, and the change does not go in.")
     print("raw logs: %s" % os.path.abspath(argv[1]))
     return 0
 

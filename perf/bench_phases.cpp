@@ -264,19 +264,31 @@ void run_server(ByteStream& stream)
     std::vector<unsigned char> buf;
     IoCounters io;
     PhaseHeader h;
+    struct Served {
+        bool latency;
+        std::size_t size;
+        std::uint64_t count;
+        double cpu_us;
+    };
+    // Printed once the client is done: a line written between phases
+    // would be a write to the log's file (in the guest, over 9p to the
+    // host) while the client has already started the next phase.
+    std::vector<Served> served;
     while (receive_header(stream, h, io) && h.kind != static_cast<std::uint32_t>(PhaseKind::Done)) {
         buf.resize(std::max<std::size_t>(buf.size(), h.size));
-        // What each phase cost this end; report.py adds up a measurement's
-        // phases past its warm-up (the first of each size), as the client
-        // counts its own.
+        // What each phase cost this end; counted_report.py adds up a
+        // measurement's phases past its warm-up (the first of each size),
+        // as the client counts its own.
         const double cpu_before = process_cpu_us();
         const bool latency = h.kind == static_cast<std::uint32_t>(PhaseKind::Latency);
         if (latency)
             echo(stream, buf, h, io);
         else
             sink(stream, buf, h, io);
-        print_served(latency ? "latency" : "bandwidth", h.size, h.count, process_cpu_us() - cpu_before);
+        served.push_back({latency, h.size, h.count, process_cpu_us() - cpu_before});
     }
+    for (const Served& s : served)
+        print_served(s.latency ? "latency" : "bandwidth", s.size, s.count, s.cpu_us);
 }
 
 }  // namespace pg_rdma::perf

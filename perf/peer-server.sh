@@ -13,7 +13,10 @@
 set -u
 if [ "${1:-}" = stop ] && [ $# -eq 2 ]; then
   pidfile=/tmp/pg_rdma-bench-$2.pid
-  [ -r "$pidfile" ] && pkill -TERM -P "$(cat "$pidfile")" 2>/dev/null
+  pid=$(cat "$pidfile" 2>/dev/null)
+  # Only a wrapper of ours: a file left by an aborted run may name a PID
+  # that is now another process's.
+  [ -n "$pid" ] && grep -qs peer-server.sh "/proc/$pid/cmdline" && pkill -TERM -x -P "$pid" timeout
   exit 0
 fi
 [ $# -ge 3 ] || { sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0" >&2; exit 2; }

@@ -3,11 +3,13 @@
 #
 # Runs INSIDE the counted Soft-RoCE guest (scripts/bench ab starts it): the
 # A/B of a data-path change, both builds' transport_bench in one run,
-# A then B at each step, on the counted clock, where the same code repeats
-# its figures: one-way p50 at 64 B, 4 KiB and 64 KiB, bandwidth at 4 KiB,
-# 64 KiB and 1 MiB, 8 request/response pairs of 64 B at once, and the CPU
-# per message at each end (the measured phases only). Prints one table,
-# B/A per figure.
+# A, then B, then A again (A') at each step, on the counted clock, where
+# the same code repeats its figures: one-way p50 at 64 B, 4 KiB and 64 KiB,
+# bandwidth at 4 KiB, 64 KiB and 1 MiB, 8 request/response pairs of 64 B
+# at once, and the CPU per message at each end (the measured phases only).
+# Prints one table: B/A per figure beside A'/A, the same code's own
+# spread in this run; a B/A inside the A'/A spread (or within 2 %) is no
+# change.
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 [ $# -eq 2 ] || { sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0" >&2; exit 2; }
@@ -32,8 +34,11 @@ serve() {
 
 one() {  # one BIN NAME MODE SIZE
   serve "$1" "$OUT/$2.server.log" || return 1
-  timeout "$TIMEOUT_S" "$1" client --addr "$RXE_IP" --port "$PORT" --mode "$3" --sizes "$4" \
-    --iters 2000 --seconds 1 >"$OUT/$2.client.log" 2>&1
+  if ! timeout "$TIMEOUT_S" "$1" client --addr "$RXE_IP" --port "$PORT" --mode "$3" --sizes "$4" \
+       --iters 2000 --seconds 1 >"$OUT/$2.client.log" 2>&1; then
+    say "$2: the client failed (see $OUT/$2.client.log)"
+    kill "$SERVER_PID" 2>/dev/null
+  fi
   wait "$SERVER_PID"
 }
 
@@ -54,13 +59,13 @@ pairs() {  # pairs BIN NAME
 
 for step in lat-64 lat-4096 lat-65536 bw-4096 bw-65536 bw-1048576; do
   mode=latency; [ "${step%%-*}" = bw ] && mode=bandwidth
-  for v in A B; do
+  for v in A B A2; do
     say "$step $v"
     bin=$A; [ $v = B ] && bin=$B
     one "$bin" "$v-$step" "$mode" "${step#*-}"
   done
 done
-for v in A B; do
+for v in A B A2; do
   say "pairs $v"
   bin=$A; [ $v = B ] && bin=$B
   pairs "$bin" "$v-pairs"

@@ -69,8 +69,8 @@ COPY_SPEED=$BUILD/perf/copy_speed
 # client connects and every server listens.
 PEER=${PG_RDMA_BENCH_PEER:-}
 if [ -n "$PEER" ]; then
-  : "${PG_RDMA_BENCH_PEER_ADDR:?the peer's address on the RDMA network is not set}"
-  : "${RXE_DEV:?this host's RDMA device is not set}"
+  : "${PG_RDMA_BENCH_PEER_ADDR:?PG_RDMA_BENCH_PEER_ADDR, the address of the peer on the RDMA network, is not set}"
+  : "${RXE_DEV:?RXE_DEV, the RDMA device of this host, is not set}"
   SERVER_IP=$PG_RDMA_BENCH_PEER_ADDR
   PEER_DEV=${PG_RDMA_BENCH_PEER_DEVICE:-$RXE_DEV}
 else
@@ -206,12 +206,17 @@ on_server() {
 }
 
 # stop_server PID [TAG]: ends a server started by run_pair or pairs. PID is
-# with_cpu's subshell or timeout: its child (timeout, or ssh) is what is
-# stopped, so the subshell still records the CPU time and exits; on the
-# peer the server itself is stopped by TAG.
+# the background job: for run_pair a shell whose child is with_cpu's
+# subshell, for pairs on_server's shell. What is stopped is the `timeout`
+# below it (a child or a grandchild), which passes the signal on, so
+# with_cpu still records the CPU time and exits; on the peer the server
+# itself is stopped by TAG, and timeout ends the ssh that waits for it.
 stop_server() {
   [ -n "$PEER" ] && [ -n "${2:-}" ] && on_peer "$HERE/peer-server.sh" stop "$2"
-  pkill -TERM -P "$1" 2>/dev/null
+  local parent
+  for parent in "$1" $(pgrep -P "$1"); do
+    pkill -TERM -x -P "$parent" timeout 2>/dev/null
+  done
 }
 
 # peer_cpu LOG FILE: a server's CPU time as perf/peer-server.sh printed it

@@ -36,8 +36,8 @@ def ratios(node, path, out):
         for key, value in node.items():
             if key in SKIPPED_KEYS:
                 continue
-            if "_over_" in key and isinstance(value, (int, float)) and not isinstance(value, bool):
-                out["/".join(path + [key])] = float(value)
+            if "_over_" in key and (value is None or isinstance(value, (int, float))) and not isinstance(value, bool):
+                out["/".join(path + [key])] = None if value is None else float(value)
             else:
                 ratios(value, path + [key], out)
     elif isinstance(node, list):
@@ -58,20 +58,32 @@ def main(argv):
     if len(args) < 2:
         print(__doc__, file=sys.stderr)
         return 2
-    runs = []
+    runs, modes = [], []
     for name in args:
         try:
             with open(name, encoding="utf-8") as f:
                 found = {}
-                ratios(json.load(f), [], found)
+                report = json.load(f)
+                ratios(report, [], found)
                 runs.append(found)
+                modes.append((report.get("benchmark"), report.get("mode")
+                              or (report.get("env") or {}).get("counted") or "wall-clock"))
         except (OSError, ValueError) as e:
             print(f"spread: {name}: {e}", file=sys.stderr)
             return 2
+    if len({m for m in modes}) > 1:
+        print("spread: the reports are of different modes (%s): their ratios do not compare"
+              % ", ".join(sorted(map(str, set(modes)))), file=sys.stderr)
+        return 2
     shared = [k for k in runs[0] if all(k in r for r in runs[1:])]
     if not shared:
         print("spread: the reports share no ratio", file=sys.stderr)
         return 2
+    # A ratio a run lacks (a failed measurement: null) is a run that did not
+    # repeat: said, and counted against the exit status.
+    unshared = sorted({k for r in runs for k in r} - set(shared)) + \
+        sorted(k for k in shared if any(r[k] is None for r in runs))
+    shared = [k for k in shared if all(r[k] is not None for r in runs)]
     width = max(len(k) for k in shared)
     print(f"{'ratio':{width}}  " + "  ".join(f"{'run ' + str(i + 1):>8}" for i in range(len(runs)))
           + "  spread")
@@ -84,9 +96,11 @@ def main(argv):
         mark = "" if spread <= limit else "  > %g %%" % limit
         outside += spread > limit
         print(f"{key:{width}}  " + "  ".join(f"{v:8.3f}" for v in values) + f"  {spread:5.2f} %{mark}")
+    for key in unshared:
+        print(f"{key}: not measured in every run")
     print(f"{len(shared)} ratios in {len(runs)} runs; largest spread {worst:.2f} %; "
-          f"{outside} above {limit:g} %")
-    return 1 if outside else 0
+          f"{outside} above {limit:g} %; {len(unshared)} not in every run")
+    return 1 if outside or unshared else 0
 
 
 if __name__ == "__main__":
