@@ -819,9 +819,10 @@ def print_cpu(lat, bw):
          for r in bw])
 
 
-def draw_chart(lat, bw, png):
+def draw_chart(lat, bw, png, env):
     """The ratios that have targets, each bar green where it meets it; a
     verdict the rounds did not agree on (judge_targets) says so in its label."""
+    where = ("two hosts, servers on %s" % env["peer"]) if env.get("peer") else "one Soft-RoCE guest run"
     bars = []
     for kind, rows, targets in (("latency", lat, LATENCY_TARGETS), ("bandwidth", bw, BANDWIDTH_TARGETS)):
         for r in rows:
@@ -835,10 +836,10 @@ def draw_chart(lat, bw, png):
                     bars.append((label, value, r["targets"][name] == "met"))
     return ratio_chart.draw(
         bars, png,
-        "pg_rdma transport against raw verbs (perftest) and rsocket, one Soft-RoCE guest run\\n"
+        "pg_rdma transport against raw verbs (perftest) and rsocket, %s\\n"
         "green: target met (latency <= %.1fx ib_write_lat, below rstream, p50 at most rsocket's;"
         " bandwidth >= %.1fx ib_write_bw and above rstream); ?: the rounds' own ratios disagree"
-        % (TARGET_LAT_VS_IB, TARGET_BW_VS_IB),
+        % (where, TARGET_LAT_VS_IB, TARGET_BW_VS_IB),
         "ratio")
 
 
@@ -1028,7 +1029,9 @@ def main(argv):
                         "pinned_memory": "bytes"},
               "selection": "figures: per tool and size, the best of %d rounds; targets: the median of"
                            " each round's own ratio" % len(rounds),
-              "note": ("two hosts, %s to %s: real devices' figures" % (env.get("device"), env.get("peer_device"))
+              "note": ("two hosts, %s to %s%s" % (env.get("device"), env.get("peer_device"),
+                                                   ": two Soft-RoCE guests, TCG's figures" if env.get("guest") == "1"
+                                                   else ": real devices' figures")
                        if env.get("peer") else
                        "Soft-RoCE in a TCG guest: absolute figures say nothing about real "
                        "NICs; compare the ratios."),
@@ -1040,7 +1043,7 @@ def main(argv):
               "cycle_counter": counter_rates(rounds),
               "raw_logs": os.path.abspath(raw)}
     png = out_json[:-5] + ".png" if out_json.endswith(".json") else out_json + ".png"
-    if draw_chart(lat, bw, png):
+    if draw_chart(lat, bw, png, env):
         report["chart"] = png
     with open(out_json, "w", encoding="utf-8") as f:
         json.dump(report, f, indent=2)
