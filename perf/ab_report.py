@@ -26,22 +26,21 @@ def cpu_per(path_base, word):
     return (c[0] / c[1] if c and c[1] else None, s[0] / s[1] if s and s[1] else None)
 
 
+# (log prefix, result line, sizes, field, label, per what, the two ends)
+STEPS = (("lat", "latency", (64, 4096, 65536), "p50_us", "p50 us", "round trip", ("client", "server")),
+         ("bw", "bandwidth", (4096, 65536, 1048576), "MiBps", "MiB/s", "message", ("sender", "receiver")))
+
+
 def figures(raw, v):
     out = {}
-    for size in (64, 4096, 65536):
-        base = os.path.join(raw, "%s-lat-%d" % (v, size))
-        kv = line_of(base + ".client.log", "latency")
-        out["p50 us, %d B" % size] = float(kv["p50_us"]) if kv else None
-        c, s = cpu_per(base, "latency")
-        out["cpu us per round trip, client, %d B" % size] = c
-        out["cpu us per round trip, server, %d B" % size] = s
-    for size in (4096, 65536, 1048576):
-        base = os.path.join(raw, "%s-bw-%d" % (v, size))
-        kv = line_of(base + ".client.log", "bandwidth")
-        out["MiB/s, %d B" % size] = float(kv["MiBps"]) if kv else None
-        c, s = cpu_per(base, "bandwidth")
-        out["cpu us per message, sender, %d B" % size] = c
-        out["cpu us per message, receiver, %d B" % size] = s
+    for prefix, word, sizes, key, label, per, (client, server) in STEPS:
+        for size in sizes:
+            base = os.path.join(raw, "%s-%s-%d" % (v, prefix, size))
+            kv = line_of(base + ".client.log", word)
+            out["%s, %d B" % (label, size)] = float(kv[key]) if kv else None
+            c, s = cpu_per(base, word)
+            out["cpu us per %s, %s, %d B" % (per, client, size)] = c
+            out["cpu us per %s, %s, %d B" % (per, server, size)] = s
     total = 0.0
     for i in range(1, PAIRS + 1):
         kv = line_of(os.path.join(raw, "%s-pairs-%d.client.log" % (v, i)), "latency")
