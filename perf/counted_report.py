@@ -29,11 +29,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ratio_chart  # noqa: E402
 from report import (BW_SIZES, LAT_SIZES, field, num, pairs_row,  # noqa: E402
                     parse_ours_bandwidth, parse_ours_latency, parse_perftest_bw,
-                    parse_perftest_lat, ratio, read_env, read_lines, round_dirs, size_label)
+                    parse_perftest_lat, ratio, read_env, read_lines, round_dirs, size_label, verdict)
 
 TARGET_LAT_VS_IB = 1.30
 TARGET_BW_VS_IB = 0.90
-MIB = 1 << 20
 
 # tool key -> (log name, parser); one round in a counted run
 LAT_TOOLS = {"ours": ("ours-lat", parse_ours_latency), "tcp": ("tcp-lat", parse_ours_latency),
@@ -127,12 +126,6 @@ def bandwidth_row(rd, size):
     row["targets"] = {"at_least_0.9x_ib_write_bw": verdict(row["ratios"]["ours_over_ib_write_bw"], TARGET_BW_VS_IB, "ge"),
                       "at_least_rsocket": verdict(row["ratios"]["ours_over_rsocket"], 1.0, "ge")}
     return row
-
-
-def verdict(value, limit, op):
-    if value is None:
-        return None
-    return "met" if (value <= limit if op == "le" else value >= limit) else "missed"
 
 
 def mark(row, name):
