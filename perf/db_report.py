@@ -195,8 +195,9 @@ def print_table(report):
           f"one guest run; ib_write_bw 1 MiB = {fmt(report['ib_write_bw_mb_per_s'], 1)} MB/s)")
     if report["env"].get("counted") == "1":
         # perf/README.md, "Counted mode".
-        print("COUNTED: the guest's clock counts instructions (1 ns each, one vCPU): times, rates and CPU are")
-        print("work done, deterministic; rxe's packets and ICRC count as the guest's, which a NIC does instead")
+        print("COUNTED: the guest's clock counts instructions (1 ns each, one vCPU): pgbench's rates and CPU per")
+        print("transaction are work done and repeat; the bulk transfers and setup, which idle, are not claimed to;")
+        print("rxe's packets and ICRC count as the guest's work, which a NIC does instead")
     head = (f"{'figure':40} {'unit':6} {'rdma':>10} {'tcp':>10} {'rdma/tcp':>9} {'rounds':>15} "
             f"{'target':>8} {'of ib_bw':>9}")
     print(head)

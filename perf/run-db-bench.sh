@@ -25,8 +25,9 @@
 # PG_RDMA_DB_BENCH_SECONDS (per pgbench run, default 10),
 # PG_RDMA_DB_BENCH_ROUNDS (rounds per figure, 2 to 9, default 3),
 # PG_RDMA_BENCH_COUNTED (1: scripts/bench db --counted, a guest whose clock
-# counts instructions: the figures repeat, so 2 rounds of 3 counted
-# seconds by default; each counted second takes about 8 on the host).
+# counts instructions: pgbench's figures repeat, so 2 rounds of 3
+# counted seconds by default; each counted second takes about 8 on the
+# host).
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -34,7 +35,7 @@ ROOT=$(dirname "$HERE")
 readonly HERE ROOT
 
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
-  sed -n '2,29s/^# \{0,1\}//p' "$0" >&2
+  sed -n '2,30s/^# \{0,1\}//p' "$0" >&2
   exit 2
 fi
 BUILD=$(cd "$1" && pwd) || exit 2
@@ -52,7 +53,9 @@ DEFAULT_SECONDS=10 DEFAULT_ROUNDS=3
 readonly PGBENCH_SECONDS=${PG_RDMA_DB_BENCH_SECONDS:-$DEFAULT_SECONDS}
 # Three rounds: with two, one round's ratio on each side of a target left
 # it undecided, and the guest's speed moves a round by 10-30 % and more.
-# Counted, two: a round repeats the one before.
+# Counted, two, one with each transport first: counted figures repeat
+# from run to run, but a round's order moves them (the second finds
+# what the first left), the same way each time.
 ROUNDS=${PG_RDMA_DB_BENCH_ROUNDS:-$DEFAULT_ROUNDS}
 case $ROUNDS in [2-9]) ;; *) echo "PG_RDMA_DB_BENCH_ROUNDS: 2 to 9, not '$ROUNDS'" >&2; exit 2 ;; esac
 readonly ROUNDS
