@@ -8,16 +8,13 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from counted_report import client_cpu, server_cpu  # noqa: E402
-from report import read_lines, key_values  # noqa: E402
+from report import bench_line, read_lines  # noqa: E402
 
 PAIRS = 8
 
 
 def line_of(path, word):
-    for line in read_lines(path):
-        if line.startswith(word + " "):
-            return key_values(line)
-    return None
+    return bench_line(read_lines(path), word)
 
 
 def cpu_per(path_base, word):

@@ -27,7 +27,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ratio_chart  # noqa: E402
-from report import (BW_SIZES, LAT_SIZES, field, num, pairs_row,  # noqa: E402
+from report import (BW_SIZES, LAT_SIZES, bench_line, field, key_values, num, pairs_row,  # noqa: E402
                     parse_ours_bandwidth, parse_ours_latency, parse_perftest_bw,
                     parse_perftest_lat, ratio, read_env, read_lines, round_dirs, size_label, verdict)
 
@@ -48,14 +48,11 @@ def client_cpu(lines, word):
     """(cpu_us, messages) of the measured phases, from the client's result
     line ('latency ... iters=N ... cpu_us=X', 'bandwidth ... messages=N
     ... cpu_us=X'); None from a build without cpu_us."""
-    for line in lines:
-        if line.startswith(word + " "):
-            kv = dict(t.split("=", 1) for t in line.split()[1:] if "=" in t)
-            try:
-                return float(kv["cpu_us"]), int(kv["iters" if word == "latency" else "messages"])
-            except (KeyError, ValueError):
-                return None
-    return None
+    kv = bench_line(lines, word)
+    try:
+        return float(kv["cpu_us"]), int(kv["iters" if word == "latency" else "messages"])
+    except (TypeError, KeyError, ValueError):
+        return None
 
 
 def server_cpu(lines):
@@ -65,7 +62,7 @@ def server_cpu(lines):
     seen, cpu, count = set(), 0.0, 0
     for line in lines:
         if line.startswith("served "):
-            kv = dict(t.split("=", 1) for t in line.split()[1:] if "=" in t)
+            kv = key_values(line)
             try:
                 key = (line.split()[1], kv["size"])
                 phase_cpu, phase_count = float(kv["cpu_us"]), int(kv["count"])
