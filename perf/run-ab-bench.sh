@@ -16,7 +16,10 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 : "${RXE_IP:?run me inside the Soft-RoCE guest}"
 readonly A=$1/perf/transport_bench B=$2/perf/transport_bench
 readonly PAIRS=8 PAIR_TRIPS=8000 TIMEOUT_S=300 LISTEN_WAIT_S=30
-OUT=$(mktemp -d /tmp/pg_rdma-ab.XXXXXX)
+# Under perf/results (the host's, shared with the guest): the raw logs
+# outlive the guest, so a figure can be traced to its lines.
+OUT=$HERE/results/ab-$(date -u +%Y%m%dT%H%M%SZ)
+mkdir -p "$OUT" || exit 1
 PORT=18600
 say() { echo "ab: $*" >&2; }
 
@@ -77,4 +80,4 @@ for v in A B A2; do
   bin=$A; [ $v = B ] && bin=$B
   pairs "$bin" "$v-pairs"
 done
-python3 "$HERE/ab_report.py" "$OUT"
+python3 "$HERE/ab_report.py" "$OUT" | tee "$OUT/report.txt"

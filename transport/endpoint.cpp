@@ -4,6 +4,7 @@
 #include <fcntl.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 
@@ -78,6 +79,12 @@ bool Endpoint::create_queues(Error& err) {
     if (!cq_) return fail_errno(err, errno ? errno : ENOMEM, fmt::format("ibv_create_cq({} entries)", cq_size));
     if (int rc = ibv_req_notify_cq(cq_.get(), 0); rc != 0) return fail_errno(err, rc, "ibv_req_notify_cq");
 
+    // Every RC device we know gathers from more than one piece; one that
+    // does not still works, its writes cut at the staging buffer's end.
+    ibv_device_attr device{};
+    if (int rc = ibv_query_device(ctx, &device); rc != 0) return fail_errno(err, rc, "ibv_query_device");
+    write_pieces_ = std::min(device.max_sge, kWrapPieces);
+
     ibv_qp_init_attr attr{};
     attr.send_cq = cq_.get();
     attr.recv_cq = cq_.get();
@@ -85,7 +92,7 @@ bool Endpoint::create_queues(Error& err) {
     attr.sq_sig_all = 0;  // selective signalling, see send_queue.hpp
     attr.cap.max_send_wr = settings_.send_queue_depth;
     attr.cap.max_recv_wr = settings_.credits;
-    attr.cap.max_send_sge = 1;
+    attr.cap.max_send_sge = static_cast<std::uint32_t>(write_pieces_);
     attr.cap.max_recv_sge = 1;
     if (!create_queue_pair(attr, err)) return false;
     // The QP reports what the device granted, possibly more than asked.
@@ -211,11 +218,16 @@ unsigned Endpoint::send_flags(std::uint32_t len, bool signalled, bool solicited)
 
 bool Endpoint::post_write_imm(std::uint32_t staging_offset, std::uint32_t len, std::uint64_t remote_addr,
                               std::uint32_t rkey, std::uint32_t imm, std::uint64_t wr_id, bool signalled) {
-    ibv_sge sge{reinterpret_cast<std::uintptr_t>(local_.data() + staging_offset), len, local_.lkey()};
+    // Up to the staging buffer's end, then (staging_may_wrap) from its start.
+    const std::uint32_t first = std::min(len, settings_.tx_buffer_size - staging_offset);
+    std::array<ibv_sge, kWrapPieces> sge{{
+        {reinterpret_cast<std::uintptr_t>(local_.data() + staging_offset), first, local_.lkey()},
+        {reinterpret_cast<std::uintptr_t>(local_.data()), len - first, local_.lkey()},
+    }};
     ibv_send_wr wr{};
     wr.wr_id = wr_id;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
+    wr.sg_list = sge.data();
+    wr.num_sge = first < len ? kWrapPieces : 1;
     wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
     wr.send_flags = send_flags(len, signalled, true);
     wr.imm_data = htonl(imm);

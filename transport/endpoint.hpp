@@ -93,6 +93,7 @@ public:
 
     [[nodiscard]] std::uint8_t* rx_ring() const override { return rx_ring_.data(); }
     [[nodiscard]] std::uint8_t* staging() const override { return local_.data(); }
+    [[nodiscard]] bool staging_may_wrap() const override { return write_pieces_ >= kWrapPieces; }
     [[nodiscard]] const std::uint8_t* control_rx_slot(std::uint32_t slot) const override;
     [[nodiscard]] protocol::XferMemory rx_ring_announcement() const override;
     [[nodiscard]] const Settings& settings() const override { return settings_; }
@@ -117,6 +118,9 @@ private:
 
     Settings settings_;
     std::uint32_t inline_limit_ = 0;  // bytes a write may carry inline, as granted
+    // A write that wraps in staging is two pieces: its tail, then the start.
+    static constexpr int kWrapPieces = 2;
+    int write_pieces_ = 1;  // scatter/gather entries a data write may have
     // Declaration order is creation order; members are destroyed in reverse
     // (QP first, event channel last), see verbs_raii.hpp.
     CmChannelPtr cm_channel_;

@@ -44,6 +44,9 @@ public:
     Link& operator=(const Link&) = delete;
 
     virtual bool post_recv(std::uint32_t slot) = 0;
+    // `len` staging bytes from `staging_offset` into the peer's ring at
+    // `remote_addr`, as one WRITE WITH IMM. When staging_may_wrap(), they
+    // may run past the staging buffer's end and go on from its start.
     virtual bool post_write_imm(std::uint32_t staging_offset, std::uint32_t len, std::uint64_t remote_addr,
                                 std::uint32_t rkey, std::uint32_t imm, std::uint64_t wr_id, bool signalled) = 0;
     virtual bool post_control(std::uint32_t slot, const protocol::ControlBytes& bytes, std::uint64_t wr_id,
@@ -71,6 +74,12 @@ public:
 
     [[nodiscard]] virtual std::uint8_t* rx_ring() const = 0;
     [[nodiscard]] virtual std::uint8_t* staging() const = 0;
+    // Whether one WRITE may gather its bytes from both ends of the staging
+    // buffer (two scatter/gather entries). Without it a write that reaches
+    // the end is cut there, and in a stream whose offsets are not aligned
+    // to the writes (any real one) that is one extra WRITE, completion and
+    // wakeup at the peer per buffer's worth of bytes.
+    [[nodiscard]] virtual bool staging_may_wrap() const = 0;
     [[nodiscard]] virtual const std::uint8_t* control_rx_slot(std::uint32_t slot) const = 0;
     [[nodiscard]] virtual protocol::XferMemory rx_ring_announcement() const = 0;
     [[nodiscard]] virtual const Settings& settings() const = 0;

@@ -18,6 +18,7 @@ Stream::Stream(std::unique_ptr<Link> link)
       settings_(link_->settings()),
       rx_(settings_.rx_buffer_size),
       staging_(settings_.tx_buffer_size),
+      staging_wraps_(link_->staging_may_wrap()),
       sq_(settings_.send_queue_depth),
       recv_credits_(settings_.credits),
       keepalive_(settings_.keepalive_interval, settings_.keepalive_timeout, Clock::now()),

@@ -217,8 +217,11 @@ private:
     // and it can still grow. Returns the bytes taken (0: blocked or failed).
     std::uint32_t post_data(const std::uint8_t* src, std::uint32_t len, bool more);
     // How many of `want` bytes can join the hold (one WRITE: contiguous in
-    // staging and in the peer's ring, kMaxWriteBytes at most).
+    // the peer's ring, and in staging unless the link gathers across its
+    // end; kMaxWriteBytes at most).
     [[nodiscard]] std::uint32_t hold_room(std::uint32_t want) const;
+    // Copies `len` bytes (at most hold_room's) to the staging head.
+    void fill_staging(const std::uint8_t* src, std::uint32_t len);
     // The common write (a query, a reply): nothing held, no MSG_MORE, and
     // all `len` bytes fit one WRITE now. Copies and posts them without the
     // hold's bookkeeping; false, having done nothing, when they do not fit
@@ -319,6 +322,7 @@ private:
     RxRing rx_;
     PeerRingWindow peer_;
     TxStaging staging_;
+    const bool staging_wraps_;  // link_->staging_may_wrap(), asked once
     SendQueue sq_;
     SendCredits send_credits_;
     RecvCredits recv_credits_;

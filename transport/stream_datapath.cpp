@@ -314,10 +314,18 @@ bool Stream::can_write_now() const {
 std::uint32_t Stream::hold_room(std::uint32_t want) const {
     // Bytes added to a hold continue it in our staging buffer and in the
     // peer's ring, so that the hold goes out as one WRITE.
-    if (held_ > 0 && staging_.offset() == 0) return 0;  // the staging buffer wrapped
+    if (held_ > 0 && !staging_wraps_ && staging_.offset() == 0) return 0;  // the staging buffer wrapped
     const std::uint32_t window = peer_.writable_contiguous();
     if (window <= held_) return 0;
-    return staging_.contiguous_free(std::min({want, kMaxWriteBytes - held_, window - held_}));
+    const std::uint32_t room = std::min({want, kMaxWriteBytes - held_, window - held_});
+    return staging_wraps_ ? staging_.free_space(room) : staging_.contiguous_free(room);
+}
+
+void Stream::fill_staging(const std::uint8_t* src, std::uint32_t len) {
+    const std::uint32_t first = std::min(len, staging_.size() - staging_.offset());
+    std::memcpy(link_->staging() + staging_.offset(), src, first);
+    if (first < len) std::memcpy(link_->staging(), src + first, len - first);
+    staging_.fill(len);
 }
 
 std::uint32_t Stream::post_data(const std::uint8_t* src, std::uint32_t len, bool more) {
@@ -327,10 +335,19 @@ std::uint32_t Stream::post_data(const std::uint8_t* src, std::uint32_t len, bool
     if (error_ != 0) return 0;
     if (held_ > 0 && hold_room(len) == 0 && !post_held()) return 0;
     if (!send_credits_.can_send_data() || !sq_.has_room()) return 0;
-    const std::uint32_t chunk = hold_room(len);
+    std::uint32_t chunk = hold_room(len);
+    if (chunk < std::min(len, kMaxWriteBytes - held_)) {
+        // Short of a whole WRITE: the completions of our last writes and the
+        // peer's CreditUpdate may be waiting, with the room for the rest.
+        // Cut now, and a stream of 64 KiB messages whose offsets are off the
+        // grid goes out as a long and a short WRITE each.
+        // A peer found gone meanwhile gets nothing more (writev's rule).
+        poll_completions();
+        if (error_ != 0 || peer_disconnected_) return 0;
+        chunk = hold_room(len);
+    }
     if (chunk == 0) return 0;
-    std::memcpy(link_->staging() + staging_.offset(), src, chunk);
-    staging_.fill(chunk);
+    fill_staging(src, chunk);
     held_ += chunk;
     // A hold that cannot grow goes out now rather than at the next call.
     // A failed post loses the chunk, unless the failover will resend it:
@@ -346,8 +363,7 @@ bool Stream::post_whole(const std::uint8_t* src, std::size_t len) {
         return false;
     const auto n = static_cast<std::uint32_t>(len);
     if (hold_room(n) != n) return false;
-    std::memcpy(link_->staging() + staging_.offset(), src, n);
-    staging_.fill(n);
+    fill_staging(src, n);
     held_ = n;
     (void)post_held();  // cannot be refused (checked above); a failure sets error_
     return true;

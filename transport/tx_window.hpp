@@ -67,6 +67,11 @@ public:
         return static_cast<std::uint32_t>(
             std::min<std::uint64_t>({want, free, size_ - offset_}));
     }
+    // Up to `want` bytes that can be filled from offset() on, running past
+    // the end to the start (fill_wrapping).
+    [[nodiscard]] std::uint32_t free_space(std::uint32_t want) const {
+        return static_cast<std::uint32_t>(std::min<std::uint64_t>(want, size_ - (head_ - tail_)));
+    }
     // head % size.
     [[nodiscard]] std::uint32_t offset() const { return offset_; }
     // Where head - `back` lies (`back` at most size): the start of bytes

@@ -59,6 +59,7 @@ constexpr const char* kInstallHint =
     X(Verbs, "IBVERBS_1.1", const char*, ibv_get_device_name, (ibv_device * device), (device))                  \
     X(Verbs, "IBVERBS_1.1", int, ibv_modify_qp, (ibv_qp * qp, ibv_qp_attr * attr, int mask), (qp, attr, mask))  \
     X(Verbs, "IBVERBS_1.1", ibv_context*, ibv_open_device, (ibv_device * device), (device))                      \
+    X(Verbs, "IBVERBS_1.1", int, ibv_query_device, (ibv_context * context, ibv_device_attr * attr), (context, attr)) \
     X(Verbs, "IBVERBS_1.1", int, ibv_query_port, (ibv_context * context, uint8_t port, _compat_ibv_port_attr * attr), \
       (context, port, attr))                                                                                     \
     X(Verbs, "IBVERBS_1.8", ibv_mr*, ibv_reg_mr_iova2,                                                           \

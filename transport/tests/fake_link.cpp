@@ -11,6 +11,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <variant>
+#include <vector>
 
 namespace pg_rdma::test {
 namespace {
@@ -118,9 +119,20 @@ bool FakeLink::send(std::uint64_t wr_id, bool signalled, bool solicited, ibv_wc_
 
 bool FakeLink::post_write_imm(std::uint32_t staging_offset, std::uint32_t len, std::uint64_t remote_addr,
                               std::uint32_t rkey, std::uint32_t imm, std::uint64_t wr_id, bool signalled) {
-    return send(wr_id, signalled, true, IBV_WC_RECV_RDMA_WITH_IMM, true, local_.get() + staging_offset, len, imm,
-                remote_addr, rkey);
+    const std::uint32_t first = std::min(len, settings_.tx_buffer_size - staging_offset);
+    if (first == len)
+        return send(wr_id, signalled, true, IBV_WC_RECV_RDMA_WITH_IMM, true, local_.get() + staging_offset, len, imm,
+                    remote_addr, rkey);
+    // Gathered from the staging buffer's end and start, as a device's two
+    // scatter/gather entries; a link that cannot do that is never asked.
+    REQUIRE(wire_->staging_may_wrap);
+    std::vector<std::uint8_t> gathered(local_.get() + staging_offset, local_.get() + staging_offset + first);
+    gathered.insert(gathered.end(), local_.get(), local_.get() + (len - first));
+    ++wrapped_writes_;
+    return send(wr_id, signalled, true, IBV_WC_RECV_RDMA_WITH_IMM, true, gathered.data(), len, imm, remote_addr, rkey);
 }
+
+bool FakeLink::staging_may_wrap() const { return wire_->staging_may_wrap; }
 
 bool FakeLink::post_control(std::uint32_t, const protocol::ControlBytes& bytes, std::uint64_t wr_id,
                             bool signalled, bool solicited) {
@@ -194,10 +206,12 @@ protocol::XferMemory FakeLink::rx_ring_announcement() const {
 FakePair::FakePair(const Settings& sa, const Settings& sb)
     : a(std::make_unique<FakeLink>(wire, 0, sa)), b(std::make_unique<FakeLink>(wire, 1, sb)) {}
 
-std::unique_ptr<Streams> establish(const Settings& sa, const Settings& sb, std::uint64_t offer_features) {
+std::unique_ptr<Streams> establish(const Settings& sa, const Settings& sb, std::uint64_t offer_features,
+                                   bool staging_may_wrap) {
     using Step = transport::Stream::SetupStep;
     auto s = std::make_unique<Streams>(Streams{FakePair(sa, sb), nullptr, nullptr, nullptr, nullptr});
     s->pair.wire->offer_features = offer_features;
+    s->pair.wire->staging_may_wrap = staging_may_wrap;
     s->link_a = s->pair.a.get();
     s->link_b = s->pair.b.get();
     transport::Error err;

@@ -49,6 +49,8 @@ public:
     // Completion events raised (an armed CQ's first completion) and taken.
     [[nodiscard]] int events_raised() const { return events_raised_; }
     [[nodiscard]] int events_taken() const { return events_taken_; }
+    // Data writes gathered from both ends of the staging buffer.
+    [[nodiscard]] int wrapped_writes() const { return wrapped_writes_; }
     [[nodiscard]] int completion_fd() const override { return completion_fd_.get(); }
     [[nodiscard]] int event_fd() const override { return event_fd_.get(); }
     bool take_peer_gone_event() override;
@@ -56,6 +58,7 @@ public:
 
     [[nodiscard]] std::uint8_t* rx_ring() const override { return rx_ring_.get(); }
     [[nodiscard]] std::uint8_t* staging() const override { return local_.get(); }
+    [[nodiscard]] bool staging_may_wrap() const override;
     [[nodiscard]] const std::uint8_t* control_rx_slot(std::uint32_t slot) const override;
     [[nodiscard]] protocol::XferMemory rx_ring_announcement() const override;
     [[nodiscard]] const Settings& settings() const override { return settings_; }
@@ -88,6 +91,7 @@ private:
     bool solicited_only_ = false;
     int events_raised_ = 0;
     int events_taken_ = 0;
+    int wrapped_writes_ = 0;
     bool gone_event_ = false;
     std::uint64_t probes_posted_ = 0;
     transport::FileDescriptor completion_fd_;  // eventfd
@@ -102,6 +106,10 @@ struct FakeWire {
     // Feature bits a GetServerFeature keeps on its way: less than all makes
     // the active side look like an older build that does not know them.
     std::uint64_t offer_features = ~0ull;
+    // Whether a write may gather from both ends of the staging buffer
+    // (Link::staging_may_wrap), as every real RC device can; read when a
+    // Stream starts.
+    bool staging_may_wrap = true;
 };
 
 // Two connected fake links.
@@ -119,8 +127,9 @@ struct Streams {
     FakeLink* link_b;
     std::unique_ptr<transport::Stream> a, b;
 };
-// `offer_features`: FakeWire::offer_features during the handshake.
+// `offer_features`: FakeWire::offer_features during the handshake;
+// `staging_may_wrap`: FakeWire's.
 std::unique_ptr<Streams> establish(const Settings& sa = Settings{}, const Settings& sb = Settings{},
-                                   std::uint64_t offer_features = ~0ull);
+                                   std::uint64_t offer_features = ~0ull, bool staging_may_wrap = true);
 
 }  // namespace pg_rdma::test

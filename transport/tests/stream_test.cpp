@@ -713,6 +713,78 @@ TEST_CASE("one write of more than 64 KiB goes out as WRITEs of at most 64 KiB", 
     CHECK(in == data);
 }
 
+namespace {
+
+// Reads everything `to` has now into `in` from `got` on.
+void read_available(Stream& to, std::vector<std::uint8_t>& in, std::size_t& got) {
+    for (ssize_t r; (r = to.read(in.data() + got, in.size() - got)) > 0;) got += static_cast<std::size_t>(r);
+}
+
+// 16 bytes, then 64 KiB messages: the third runs past the end of the
+// 128 KiB staging buffer (not past the peer's 256 KiB ring's).
+std::size_t writes_of_unaligned_messages(bool staging_may_wrap) {
+    auto s = establish(Settings{}, Settings{}, ~0ull, staging_may_wrap);
+    std::vector<std::uint8_t> data(16 + 3 * 64 * 1024);
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = pattern(i);
+    std::vector<std::uint8_t> in(data.size());
+    std::size_t sent = 0, got = 0;
+    const std::uint64_t before = s->a->stats().writes_posted;
+    for (const std::size_t len : {std::size_t{16}, std::size_t{64 * 1024}, std::size_t{64 * 1024}, std::size_t{64 * 1024}}) {
+        for (std::size_t done = 0; done < len;) {
+            const ssize_t w = write_bytes(*s->a, data.data() + sent + done, len - done);
+            if (w > 0) done += static_cast<std::size_t>(w);
+            else REQUIRE(errno == EAGAIN);
+            read_available(*s->b, in, got);
+            (void)s->a->poll_events(POLLOUT);  // takes the send completions that free staging
+        }
+        sent += len;
+    }
+    while (got < in.size()) {
+        REQUIRE((s->b->wait(POLLIN, 1000ms) & POLLIN) != 0);
+        read_available(*s->b, in, got);
+    }
+    CHECK(in == data);
+    CHECK(s->link_a->wrapped_writes() == (staging_may_wrap ? 1 : 0));
+    return static_cast<std::size_t>(s->a->stats().writes_posted - before);
+}
+
+}  // namespace
+
+TEST_CASE("a write that runs past the staging buffer's end goes out whole, gathered from both ends", "[stream]") {
+    // A stream whose offsets are off the 64 KiB grid (any real one) would
+    // otherwise cut a 64 KiB message in two at every other one.
+    CHECK(writes_of_unaligned_messages(true) == 4);
+}
+
+TEST_CASE("a write short of staging room takes the completions waiting for it before cutting itself", "[stream]") {
+    auto s = establish();  // 128 KiB of staging
+    std::vector<std::uint8_t> data(16 + 2 * 64 * 1024);
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = pattern(i);
+    const std::uint64_t before = s->a->stats().writes_posted;
+    REQUIRE(write_bytes(*s->a, data.data(), 16) == 16);
+    REQUIRE(write_bytes(*s->a, data.data() + 16, 64 * 1024) == 64 * 1024);
+    // 16 bytes short of room until the last write's completion, which
+    // waits in the completion queue: nothing has polled it.
+    REQUIRE(write_bytes(*s->a, data.data() + 16 + 64 * 1024, 64 * 1024) == 64 * 1024);
+    CHECK(s->a->stats().writes_posted == before + 3);
+    std::vector<std::uint8_t> in(data.size());
+    std::size_t got = 0;
+    while (got < in.size()) {
+        REQUIRE((s->b->wait(POLLIN, 1000ms) & POLLIN) != 0);
+        read_available(*s->b, in, got);
+    }
+    CHECK(in == data);
+}
+
+TEST_CASE("a link that cannot gather cuts the write at the staging buffer's end and loses nothing", "[stream]") {
+    CHECK(writes_of_unaligned_messages(false) == 5);
+}
+
+TEST_CASE("bytes stream through small rings intact on a link that cannot gather", "[stream]") {
+    auto s = establish(small_rings(), small_rings(), ~0ull, false);
+    pump(*s->a, *s->b, 200'000);
+}
+
 TEST_CASE("a hold goes out by itself once it reaches 64 KiB", "[stream][more]") {
     auto s = establish();
     const std::uint64_t before = s->a->stats().writes_posted;

@@ -51,6 +51,20 @@ TEST_CASE("staging hands out contiguous space and frees it in order", "[tx_windo
     CHECK(s.in_use() == 700);
 }
 
+TEST_CASE("staging's free space runs past its end to its start, and frees in order", "[tx_window]") {
+    TxStaging s(1000);
+    s.fill(700);
+    s.release_to(600);  // 100 in use, from 600 to 700
+    CHECK(s.contiguous_free(900) == 300);
+    CHECK(s.free_space(2000) == 900);  // 300 to the end, 600 from the start
+    s.fill(900);
+    CHECK(s.offset() == 600);
+    CHECK(s.offset_before(900) == 700);  // those bytes begin before the end
+    CHECK(s.free_space(1) == 0);
+    s.release_to(1600);
+    CHECK(s.free_space(1000) == 1000);
+}
+
 TEST_CASE("staging says where the bytes filled last begin, also when they end at the buffer's end", "[tx_window]") {
     TxStaging s(1000);
     s.fill(300);
