@@ -18,8 +18,7 @@ readonly A=$1/perf/transport_bench B=$2/perf/transport_bench
 readonly PAIRS=8 PAIR_TRIPS=8000 TIMEOUT_S=300 LISTEN_WAIT_S=30
 # Under perf/results (the host's, shared with the guest): the raw logs
 # outlive the guest, so a figure can be traced to its lines.
-OUT=$HERE/results/ab-$(date -u +%Y%m%dT%H%M%SZ)
-mkdir -p "$OUT" || exit 1
+mkdir -p "$HERE/results" && OUT=$(mktemp -d "$HERE/results/ab-$(date -u +%Y%m%dT%H%M%SZ)-XXXX") || exit 1
 PORT=18600
 say() { echo "ab: $*" >&2; }
 

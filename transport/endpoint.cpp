@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "transport/cm_events.hpp"
+#include "transport/tx_window.hpp"
 
 namespace pg_rdma::transport {
 namespace {
@@ -79,11 +80,12 @@ bool Endpoint::create_queues(Error& err) {
     if (!cq_) return fail_errno(err, errno ? errno : ENOMEM, fmt::format("ibv_create_cq({} entries)", cq_size));
     if (int rc = ibv_req_notify_cq(cq_.get(), 0); rc != 0) return fail_errno(err, rc, "ibv_req_notify_cq");
 
-    // Every RC device we know gathers from more than one piece; one that
-    // does not still works, its writes cut at the staging buffer's end.
+    // Every RC device we know gathers from more than one piece. One that
+    // says it cannot, or that will not say, or that refuses a queue pair
+    // with two, still gets a connection: its writes are cut at the staging
+    // buffer's end (staging_may_wrap()).
     ibv_device_attr device{};
-    if (int rc = ibv_query_device(ctx, &device); rc != 0) return fail_errno(err, rc, "ibv_query_device");
-    write_pieces_ = std::min(device.max_sge, kWrapPieces);
+    write_pieces_ = ibv_query_device(ctx, &device) == 0 ? std::clamp(device.max_sge, 1, kWrapPieces) : 1;
 
     ibv_qp_init_attr attr{};
     attr.send_cq = cq_.get();
@@ -94,7 +96,16 @@ bool Endpoint::create_queues(Error& err) {
     attr.cap.max_recv_wr = settings_.credits;
     attr.cap.max_send_sge = static_cast<std::uint32_t>(write_pieces_);
     attr.cap.max_recv_sge = 1;
-    if (!create_queue_pair(attr, err)) return false;
+    const ibv_qp_cap wanted = attr.cap;
+    if (!create_queue_pair(attr, err)) {
+        if (write_pieces_ == 1) return false;
+        attr.cap = wanted;
+        attr.cap.max_send_sge = 1;
+        if (!create_queue_pair(attr, err)) return false;
+        err = Error{};
+    }
+    // As granted (possibly more than asked).
+    write_pieces_ = static_cast<int>(std::min<std::uint32_t>(attr.cap.max_send_sge, kWrapPieces));
     // The QP reports what the device granted, possibly more than asked.
     inline_limit_ = std::min(attr.cap.max_inline_data, settings_.max_inline);
     return true;
@@ -219,7 +230,11 @@ unsigned Endpoint::send_flags(std::uint32_t len, bool signalled, bool solicited)
 bool Endpoint::post_write_imm(std::uint32_t staging_offset, std::uint32_t len, std::uint64_t remote_addr,
                               std::uint32_t rkey, std::uint32_t imm, std::uint64_t wr_id, bool signalled) {
     // Up to the staging buffer's end, then (staging_may_wrap) from its start.
-    const std::uint32_t first = std::min(len, settings_.tx_buffer_size - staging_offset);
+    const std::uint32_t first = first_piece(staging_offset, len, settings_.tx_buffer_size);
+    if (first < len && write_pieces_ < kWrapPieces) {  // a caller that did not ask staging_may_wrap()
+        errno = EINVAL;
+        return false;
+    }
     std::array<ibv_sge, kWrapPieces> sge{{
         {reinterpret_cast<std::uintptr_t>(local_.data() + staging_offset), first, local_.lkey()},
         {reinterpret_cast<std::uintptr_t>(local_.data()), len - first, local_.lkey()},

@@ -110,6 +110,8 @@ ssize_t Stream::writev(const iovec* iov, int iovcnt, bool more) {
         return static_cast<ssize_t>(total);
     }
     if (error_ != 0) return over_tcp() ? tcp_writev(iov, iovcnt, more) : (errno = error_, -1);
+    // Its Close and disconnect came in while this call looked for room.
+    if (peer_disconnected_) return errno = EPIPE, -1;
     write_blocked_ = true;
     ++stats_.write_blocked;
     update_readiness();

@@ -322,7 +322,7 @@ std::uint32_t Stream::hold_room(std::uint32_t want) const {
 }
 
 void Stream::fill_staging(const std::uint8_t* src, std::uint32_t len) {
-    const std::uint32_t first = std::min(len, staging_.size() - staging_.offset());
+    const std::uint32_t first = first_piece(staging_.offset(), len, staging_.size());
     std::memcpy(link_->staging() + staging_.offset(), src, first);
     if (first < len) std::memcpy(link_->staging(), src + first, len - first);
     staging_.fill(len);
@@ -331,8 +331,8 @@ void Stream::fill_staging(const std::uint8_t* src, std::uint32_t len) {
 std::uint32_t Stream::post_data(const std::uint8_t* src, std::uint32_t len, bool more) {
     // After a failure nothing more goes into staging: the failover resends
     // what is there, and bytes the caller is not told were taken must not
-    // be among them.
-    if (error_ != 0) return 0;
+    // be among them. Nor for a peer that left: they could only be lost.
+    if (error_ != 0 || peer_disconnected_) return 0;
     if (held_ > 0 && hold_room(len) == 0 && !post_held()) return 0;
     if (!send_credits_.can_send_data() || !sq_.has_room()) return 0;
     std::uint32_t chunk = hold_room(len);
@@ -341,7 +341,6 @@ std::uint32_t Stream::post_data(const std::uint8_t* src, std::uint32_t len, bool
         // peer's CreditUpdate may be waiting, with the room for the rest.
         // Cut now, and a stream of 64 KiB messages whose offsets are off the
         // grid goes out as a long and a short WRITE each.
-        // A peer found gone meanwhile gets nothing more (writev's rule).
         poll_completions();
         if (error_ != 0 || peer_disconnected_) return 0;
         chunk = hold_room(len);

@@ -57,6 +57,14 @@ private:
     std::uint32_t write_offset_ = 0;
 };
 
+// The first of the (at most two) pieces of `len` staging bytes from
+// `offset` in a buffer of `size`: up to its end. The rest, if any, lies
+// from the buffer's start. Every user of the split (the copy in, each
+// link's write) asks here.
+[[nodiscard]] inline std::uint32_t first_piece(std::uint32_t offset, std::uint32_t len, std::uint32_t size) {
+    return std::min(len, size - offset);
+}
+
 class TxStaging {
 public:
     explicit TxStaging(std::uint32_t size) : size_(size) {}
@@ -68,7 +76,7 @@ public:
             std::min<std::uint64_t>({want, free, size_ - offset_}));
     }
     // Up to `want` bytes that can be filled from offset() on, running past
-    // the end to the start (fill_wrapping).
+    // the end to the start (in two pieces: first_piece()).
     [[nodiscard]] std::uint32_t free_space(std::uint32_t want) const {
         return static_cast<std::uint32_t>(std::min<std::uint64_t>(want, size_ - (head_ - tail_)));
     }
@@ -79,7 +87,7 @@ public:
     [[nodiscard]] std::uint32_t offset_before(std::uint32_t back) const {
         return back <= offset_ ? offset_ - back : offset_ + size_ - back;
     }
-    // `len` at most the buffer's size (at most contiguous_free() when the
+    // `len` at most the buffer's size (at most free_space() when the
     // bytes were copied in).
     void fill(std::uint32_t len) {
         head_ += len;

@@ -1,6 +1,7 @@
 #include "fake_link.hpp"
 
 #include "testing/catch.hpp"
+#include "transport/tx_window.hpp"
 
 #include <arpa/inet.h>
 #include <sys/eventfd.h>
@@ -119,7 +120,7 @@ bool FakeLink::send(std::uint64_t wr_id, bool signalled, bool solicited, ibv_wc_
 
 bool FakeLink::post_write_imm(std::uint32_t staging_offset, std::uint32_t len, std::uint64_t remote_addr,
                               std::uint32_t rkey, std::uint32_t imm, std::uint64_t wr_id, bool signalled) {
-    const std::uint32_t first = std::min(len, settings_.tx_buffer_size - staging_offset);
+    const std::uint32_t first = transport::first_piece(staging_offset, len, settings_.tx_buffer_size);
     if (first == len)
         return send(wr_id, signalled, true, IBV_WC_RECV_RDMA_WITH_IMM, true, local_.get() + staging_offset, len, imm,
                     remote_addr, rkey);

@@ -776,6 +776,27 @@ TEST_CASE("a write short of staging room takes the completions waiting for it be
     CHECK(in == data);
 }
 
+TEST_CASE("a MSG_MORE hold that runs past the staging buffer's end goes out as one WRITE", "[stream][more]") {
+    auto s = establish();  // 128 KiB of staging
+    std::vector<std::uint8_t> data(16 + 2 * 64 * 1024);
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = pattern(i);
+    std::vector<std::uint8_t> in(data.size());
+    std::size_t got = 0;
+    REQUIRE(write_bytes(*s->a, data.data(), 16) == 16);
+    REQUIRE(write_bytes(*s->a, data.data() + 16, 64 * 1024) == 64 * 1024);
+    const std::uint64_t before = s->a->stats().writes_posted;
+    // Eight pieces from 16 bytes past the middle: the last runs past the end.
+    for (std::size_t i = 0; i < 8; ++i)
+        REQUIRE(write_more(*s->a, data.data() + 16 + 64 * 1024 + i * 8192, 8192) == 8192);
+    CHECK(s->a->stats().writes_posted == before + 1);  // 64 KiB held: out by itself
+    CHECK(s->link_a->wrapped_writes() == 1);
+    while (got < in.size()) {
+        REQUIRE((s->b->wait(POLLIN, 1000ms) & POLLIN) != 0);
+        read_available(*s->b, in, got);
+    }
+    CHECK(in == data);
+}
+
 TEST_CASE("a link that cannot gather cuts the write at the staging buffer's end and loses nothing", "[stream]") {
     CHECK(writes_of_unaligned_messages(false) == 5);
 }

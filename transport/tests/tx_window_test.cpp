@@ -7,6 +7,7 @@
 
 using pg_rdma::transport::PeerRingWindow;
 using pg_rdma::transport::TxStaging;
+using pg_rdma::transport::first_piece;
 
 TEST_CASE("peer window shrinks as bytes are written and grows with CreditUpdates", "[tx_window]") {
     PeerRingWindow w;
@@ -63,6 +64,14 @@ TEST_CASE("staging's free space runs past its end to its start, and frees in ord
     CHECK(s.free_space(1) == 0);
     s.release_to(1600);
     CHECK(s.free_space(1000) == 1000);
+}
+
+TEST_CASE("a write's first piece runs to the staging buffer's end, the rest from its start", "[tx_window]") {
+    CHECK(first_piece(0, 1000, 1000) == 1000);   // the whole buffer: one piece
+    CHECK(first_piece(600, 300, 1000) == 300);   // inside: one piece
+    CHECK(first_piece(600, 400, 1000) == 400);   // up to the end exactly: one piece
+    CHECK(first_piece(600, 900, 1000) == 400);   // 400 to the end, 500 from the start
+    CHECK(first_piece(999, 1000, 1000) == 1);    // never an empty first piece
 }
 
 TEST_CASE("staging says where the bytes filled last begin, also when they end at the buffer's end", "[tx_window]") {
