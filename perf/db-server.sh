@@ -121,9 +121,35 @@ db_before() {
 }
 
 # db_after BASE: a step's end: its backends reaped, then db_counters.
+# Over ssh, the host's busy and user ticks less what this call's own
+# session has used so far (session_ticks), which the step did not: its
+# shell, which reads the login user's .bashrc (seconds of pyenv under TCG
+# here), and this script. ssh's daemon's share stays in.
 db_after() {
   db_wait_backends_gone "$1"
-  db_counters
+  local c session
+  read -r -a c <<<"$(db_counters)"
+  if [ "${DB_SERVER_OVER_SSH:-0}" = 1 ]; then
+    read -r -a session <<<"$(session_ticks)"
+    c[2]=$((c[2] - session[0])) c[3]=$((c[3] - session[1]))
+  fi
+  echo "${c[*]}"
+}
+
+# session_ticks: the CPU ticks (all, then user) of this process and its
+# ancestors up to the ssh daemon, each with the children it reaped; "0 0"
+# when no ssh daemon is among them (then they are not a session's).
+session_ticks() {
+  local pid=$$ all=0 user=0 f
+  while [ "$pid" -gt 1 ] && read -r -a f <<<"$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null)"; do
+    case $(cat "/proc/$pid/comm") in
+      dropbear | sshd | sshd-session) echo "$all $user"; return ;;
+    esac
+    # after the name: state ppid ... utime (12th) stime cutime cstime
+    all=$((all + f[11] + f[12] + f[13] + f[14])) user=$((user + f[11] + f[13]))
+    pid=${f[1]}
+  done
+  echo "0 0"
 }
 
 # db_make_data SCALE ROWS: pgbench's tables at SCALE and the COPY table of
@@ -151,6 +177,10 @@ db_stop() {
 
 # db_server_main ARG...: the command line (the top of this file).
 db_server_main() {
+  # ssh starts in the login user's home, which the postgres user that
+  # runs the cluster's programs may not enter.
+  cd / || return 1
+  DB_SERVER_OVER_SSH=1
   if [ "${1:-}" = start ] && [ $# = 5 ]; then
     export RXE_IP=$3
     PG_CLUSTER_PORT=$4

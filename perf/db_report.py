@@ -249,8 +249,9 @@ def note(env):
                 "compare the ratios.")
     kind = ": two Soft-RoCE guests, TCG's figures" if env.get("guest") == "1" else ": real devices' figures"
     return ("two hosts, %s to %s%s. Server CPU is its backends' as the server's host reads it; "
-            "there is no whole-machine figure for both ends: each host's is its own, and host B's "
-            "includes the ssh session that reads it." % (env.get("device"), env.get("peer_device"), kind))
+            "there is no whole-machine figure for both ends: each host's is its own; host B's leaves out "
+            "the processes of the ssh session that reads it, not the ssh daemon's own share, and its "
+            "context switches include that session's." % (env.get("device"), env.get("peer_device"), kind))
 
 
 def fmt(x, digits=2):
