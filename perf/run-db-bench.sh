@@ -15,8 +15,9 @@
 #   pg_basebackup (tar, default -X stream) of the whole cluster, MB/s;
 #   CPU time of the client process tree, of the server's backends (what the
 #   postmaster reaped) and of the whole guest (kernel and rxe included;
-#   with a peer, of each host), per MB and per transaction; before each COPY out, the client CPU of the
-#   same command copying no rows (the session's own cost);
+#   with a peer, of each host), per MB and per transaction; before each
+#   COPY out, the client CPU of the same command copying no rows (the
+#   session's own cost);
 # and ib_write_bw at 1 MiB on RXE_DEV, the device's ceiling, to say what
 # fraction of it each bulk transfer reached. perf/db_report.py prints the
 # table, writes OUT_JSON (default perf/results/db-<UTC time>.json) and a PNG
@@ -43,7 +44,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 readonly HERE
 
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
-  sed -n '2,30s/^# \{0,1\}//p' "$0" >&2
+  sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0" >&2
   exit 2
 fi
 BUILD=$(cd "$1" && pwd) || exit 2
