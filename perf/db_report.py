@@ -86,6 +86,55 @@ NOT_CHARTED = {"select_8.{}.softirqd_switches_per_tx", "select_8.{}.softirqd_cpu
                "select_8.{}.server_user_us_per_tx"}
 BULK = ["copy_out", "copy_in", "pg_dump", "pg_basebackup"]
 
+# Two hosts (scripts/bench db --peer): the guest's whole-machine rows (its
+# /proc/stat: both ends and the kernel in one figure) have no counterpart;
+# each host's are shown apart, each block of them once per host: A, the
+# clients' (this host), then B, the server's. perf/run-db-bench.sh names
+# the keys so.
+HOSTS = [("client_host", "host A (clients)"), ("server_host", "host B (server)")]
+
+
+def host_key(key, host):
+    """A guest row's key for one of two hosts (run-db-bench.sh's host_key)."""
+    return key.replace(".guest_", f".{host}_").replace(".softirqd_", f".{host}_softirqd_")
+
+
+def host_label(label, name):
+    """A guest row's label for one host: the figure's own, the host named."""
+    if label.startswith("  "):
+        return label.replace("the guest's", "it")
+    for guest in ("guest CPU (all, rxe too)", "guest CPU (all)"):
+        if label.startswith(guest):
+            return label.replace(guest, f"{name} CPU (all)")
+    return f"{name}: {label}"
+
+
+def is_host_row(key):
+    return ".guest_" in key or ".softirqd_" in key
+
+
+def figures(env):
+    """FIGURES, for two hosts with each guest block once per host."""
+    if not env.get("peer"):
+        return FIGURES
+    rows, block = [], []
+    for row in FIGURES + [None]:
+        if row is not None and is_host_row(row[0]):
+            block.append(row)
+            continue
+        for host, name in HOSTS:
+            rows += [(host_key(key, host), host_label(label, name), *rest) for key, label, *rest in block]
+        block = []
+        if row is not None:
+            rows.append(row)
+    return rows
+
+
+def not_charted(env):
+    if not env.get("peer"):
+        return NOT_CHARTED
+    return {host_key(key, host) if is_host_row(key) else key for key in NOT_CHARTED for host, _ in HOSTS}
+
 
 def read_pairs(path, sep=None):
     values = {}
@@ -155,7 +204,8 @@ def build(raw):
     env = read_pairs(os.path.join(raw, "env.txt"), "=")
     ceiling = number(values, "ib_write_bw.mb_per_s")
     rows = []
-    for key, label, unit, better, target in FIGURES:
+    uncharted = not_charted(env)
+    for key, label, unit, better, target in figures(env):
         pick = max if better == "higher" else min
         rdma_by_round, tcp_by_round = by_round(values, key, "rdma"), by_round(values, key, "tcp")
         rdma_rounds, tcp_rounds = list(rdma_by_round.values()), list(tcp_by_round.values())
@@ -170,7 +220,7 @@ def build(raw):
                "best_rdma_over_best_tcp": rdma / tcp if rdma is not None and tcp else None,
                "target": target, "meets_target": meets(ratio, target),
                "round_spread": max(spreads) if spreads else None,
-               "undecided": undecided(ratios, target), "charted": key not in NOT_CHARTED}
+               "undecided": undecided(ratios, target), "charted": key not in uncharted}
         name = key.split(".")[0]
         if name in BULK and unit == "MB/s" and ceiling:
             row["rdma_fraction_of_ib_write_bw"] = rdma / ceiling if rdma is not None else None
@@ -180,9 +230,28 @@ def build(raw):
     setup_extras = [setup["rdma"][n] - setup["tcp"][n] for n in sorted(setup["rdma"]) if n in setup["tcp"]]
     setup_extra = statistics.median(setup_extras) if setup_extras else None
     backup_mb = rounds_of(values, "pg_basebackup.{}.mb", "tcp")
-    return {"benchmark": "db", "env": env, "ib_write_bw_mb_per_s": ceiling,
+    return {"benchmark": "db", "env": env, "note": note(env), "ib_write_bw_mb_per_s": ceiling,
             "connection_setup_rdma_minus_tcp_ms": setup_extra,
             "cluster_mb": backup_mb[0] if backup_mb else None, "figures": rows}
+
+
+def where(env):
+    """Where the run was, for the header and the chart."""
+    if env.get("peer"):
+        return "two hosts: clients on %s, server on %s (%s)" % (env.get("device", "?"), env["peer"],
+                                                               env.get("peer_device", "?"))
+    return "Soft-RoCE guest"
+
+
+def note(env):
+    if not env.get("peer"):
+        return ("Soft-RoCE in a TCG guest: absolute figures say nothing about real NICs; "
+                "compare the ratios.")
+    kind = ": two Soft-RoCE guests, TCG's figures" if env.get("guest") == "1" else ": real devices' figures"
+    return ("two hosts, %s to %s%s. Server CPU is its backends' as the server's host reads it; "
+            "there is no whole-machine figure for both ends: each host's is its own; host B's leaves out "
+            "the processes of the ssh session that reads it, not the ssh daemon's own share, and its "
+            "context switches include that session's." % (env.get("device"), env.get("peer_device"), kind))
 
 
 def fmt(x, digits=2):
@@ -190,15 +259,25 @@ def fmt(x, digits=2):
 
 
 def print_table(report):
+    env = report["env"]
     print()
-    print(f"PostgreSQL 15 over pg_rdma vs TCP, same server and address ({report['env'].get('device', '?')}, "
-          f"one guest run; ib_write_bw 1 MiB = {fmt(report['ib_write_bw_mb_per_s'], 1)} MB/s)")
+    if env.get("peer"):
+        print(f"PostgreSQL 15 over pg_rdma vs TCP, same server and address {env.get('address', '?')} "
+              f"(ib_write_bw 1 MiB = {fmt(report['ib_write_bw_mb_per_s'], 1)} MB/s)")
+        print(f"Two hosts: clients on A (here: {env.get('device', '?')}, kernel {env.get('kernel', '?')}, "
+              f"{env.get('cpus', '?')} CPUs), server on B = {env['peer']} ({env.get('peer_device', '?')}, "
+              f"kernel {env.get('peer_kernel', '?')}, {env.get('peer_cpus', '?')} CPUs).")
+        print(report["note"])
+    else:
+        print(f"PostgreSQL 15 over pg_rdma vs TCP, same server and address ({env.get('device', '?')}, "
+              f"one guest run; ib_write_bw 1 MiB = {fmt(report['ib_write_bw_mb_per_s'], 1)} MB/s)")
     if report["env"].get("counted") == "1":
         # perf/README.md, "Counted mode".
         print("COUNTED: the guest's clock counts instructions (1 ns each, one vCPU): pgbench's rates and CPU per")
         print("transaction are work done and repeat; the bulk transfers and setup, which idle, are not claimed to;")
         print("rxe's packets and ICRC count as the guest's work, which a NIC does instead")
-    head = (f"{'figure':40} {'unit':6} {'rdma':>10} {'tcp':>10} {'rdma/tcp':>9} {'rounds':>15} "
+    width = max([40] + [len(r["figure"]) for r in report["figures"]])
+    head = (f"{'figure':{width}} {'unit':6} {'rdma':>10} {'tcp':>10} {'rdma/tcp':>9} {'rounds':>15} "
             f"{'target':>8} {'of ib_bw':>9}")
     print(head)
     print("-" * len(head))
@@ -208,7 +287,7 @@ def print_table(report):
             verdict += " ?"
         fraction = r.get("rdma_fraction_of_ib_write_bw")
         rounds = " / ".join(fmt(x) for x in r["round_ratios"])
-        print(f"{r['figure']:40} {r['unit']:6} {fmt(r['rdma']):>10} {fmt(r['tcp']):>10} "
+        print(f"{r['figure']:{width}} {r['unit']:6} {fmt(r['rdma']):>10} {fmt(r['tcp']):>10} "
               f"{fmt(r['rdma_over_tcp']):>9} {rounds:>15} {(r['target'] or ''):>8} "
               f"{(fmt(fraction) if fraction is not None else ''):>9}{verdict}")
     if report["connection_setup_rdma_minus_tcp_ms"] is not None:
@@ -250,7 +329,7 @@ def draw(report, png):
         bars.append((f"{r['figure']} ({r['unit']}){undecided_mark}", ratio, rdma_better))
     return ratio_chart.draw(
         bars, png,
-        "pg_rdma: RDMA / TCP, same PostgreSQL 15 server (Soft-RoCE guest)\\n"
+        "pg_rdma: RDMA / TCP, same PostgreSQL 15 server (%s)\\n" % where(report["env"]) +
         "green: RDMA better (ratio >1 for tps and MB/s, <1 for ms and CPU); red: TCP better",
         "RDMA / TCP")
 

@@ -3,8 +3,10 @@
 #
 # Runs INSIDE the Soft-RoCE guest (scripts/bench db starts it through
 # regress/rxe-guest, which exports RXE_DEV and RXE_IP and sets ulimit -l
-# unlimited). Starts PostgreSQL 15 with the built pg_rdma (regress/pg) and
-# measures, over RDMA (libpq_rdma.so, with_rsocket=require) and over TCP
+# unlimited), or on a host with an RDMA NIC whose server runs on a second
+# host (scripts/bench db --peer; PG_RDMA_BENCH_PEER, below). Starts
+# PostgreSQL 15 with the built pg_rdma (regress/pg, by perf/db-server.sh)
+# and measures, over RDMA (libpq_rdma.so, with_rsocket=require) and over TCP
 # (plain libpq) to the same server and address, each figure in rounds of
 # one run per transport (TCP, RDMA; RDMA, TCP; TCP, RDMA), after a CHECKPOINT:
 #   pgbench -S, 1 client (latency, tps) and 8 clients (tps); TPC-B-like, 8
@@ -12,9 +14,10 @@
 #   COPY out and in of a table of about 110 MB, pg_dump of it, in MB/s;
 #   pg_basebackup (tar, default -X stream) of the whole cluster, MB/s;
 #   CPU time of the client process tree, of the server's backends (what the
-#   postmaster reaped) and of the whole guest (kernel and rxe included),
-#   per MB and per transaction; before each COPY out, the client CPU of the
-#   same command copying no rows (the session's own cost);
+#   postmaster reaped) and of the whole guest (kernel and rxe included;
+#   with a peer, of each host), per MB and per transaction; before each
+#   COPY out, the client CPU of the same command copying no rows (the
+#   session's own cost);
 # and ib_write_bw at 1 MiB on RXE_DEV, the device's ceiling, to say what
 # fraction of it each bulk transfer reached. perf/db_report.py prints the
 # table, writes OUT_JSON (default perf/results/db-<UTC time>.json) and a PNG
@@ -24,27 +27,34 @@
 # Environment: PG_RDMA_BENCH_HOST_LOAD (set by scripts/bench),
 # PG_RDMA_DB_BENCH_SECONDS (per pgbench run, default 10),
 # PG_RDMA_DB_BENCH_ROUNDS (rounds per figure, 2 to 9, default 3),
+# PG_RDMA_DB_BENCH_SCALE (pgbench's scale, default 8) and
+# PG_RDMA_DB_BENCH_COPY_ROWS (the COPY table's rows, default 1100000):
+# smaller data for a check of the path, not for figures,
 # PG_RDMA_BENCH_COUNTED (1: scripts/bench db --counted, a guest whose clock
 # counts instructions: pgbench's figures repeat, so 2 rounds of 3
 # counted seconds by default; each counted second takes about 8 on the
 # host).
+# Two hosts: PG_RDMA_BENCH_PEER, PG_RDMA_BENCH_PEER_ADDR,
+# PG_RDMA_BENCH_PEER_DEVICE and RXE_DEV, as perf/peer.sh says: the cluster
+# runs on the peer (perf/db-server.sh at this script's path there, BUILD_DIR
+# at the same path), every client here.
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(dirname "$HERE")
-readonly HERE ROOT
+readonly HERE
 
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
-  sed -n '2,30s/^# \{0,1\}//p' "$0" >&2
+  sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0" >&2
   exit 2
 fi
 BUILD=$(cd "$1" && pwd) || exit 2
 OUT_JSON=${2:-$HERE/results/db-$(date -u +%Y%m%dT%H%M%SZ).json}
 RAW=${OUT_JSON%.json}
 SO=$BUILD/libclient/preload/libpq_rdma.so
-: "${RXE_IP:?run me inside the Soft-RoCE guest (regress/rxe-guest): RXE_IP is not set}"
-RXE_DEV=${RXE_DEV:-rxe0}
 readonly BUILD OUT_JSON RAW SO
+# shellcheck source=perf/peer.sh
+. "$HERE/peer.sh"
+peer_setup
 
 # --- what is measured ----------------------------------------------------------
 readonly COUNTED=${PG_RDMA_BENCH_COUNTED:-0}
@@ -59,136 +69,171 @@ readonly PGBENCH_SECONDS=${PG_RDMA_DB_BENCH_SECONDS:-$DEFAULT_SECONDS}
 ROUNDS=${PG_RDMA_DB_BENCH_ROUNDS:-$DEFAULT_ROUNDS}
 case $ROUNDS in [2-9]) ;; *) echo "PG_RDMA_DB_BENCH_ROUNDS: 2 to 9, not '$ROUNDS'" >&2; exit 2 ;; esac
 readonly ROUNDS
-readonly PGBENCH_SCALE=8             # ~120 MB of pgbench tables; 8 branches for 8 clients
-readonly COPY_ROWS=1100000           # ~110 MB of COPY text (~100 B a row)
+# ~120 MB of pgbench tables; 8 branches for 8 clients
+readonly PGBENCH_SCALE=${PG_RDMA_DB_BENCH_SCALE:-8}
+readonly COPY_ROWS=${PG_RDMA_DB_BENCH_COPY_ROWS:-1100000}  # ~110 MB of COPY text (~100 B a row)
 readonly MANY_CLIENTS=8 THREADS=2    # the guest has 2 vCPUs
 readonly IB_BW_SIZE=$((1 << 20)) IB_BW_BYTES=$((256 << 20))
 readonly STEP_TIMEOUT_S=120          # any one client run (a pgbench run takes PGBENCH_SECONDS)
-readonly PERFTEST_PORT=18515 LISTEN_WAIT_S=30
+readonly PERFTEST_PORT=18515
+# for ib_write_bw's server to listen; on a peer its word comes over ssh
+LISTEN_WAIT_S=30
+[ -n "$PEER" ] && LISTEN_WAIT_S=90
+readonly LISTEN_WAIT_S
 PG_CLUSTER_PORT=54500  # regress/pg reads it
+# Bounds of the steps on the peer (over ssh): starting the cluster (initdb
+# takes 15-60 s in a TCG guest), making the data (pgbench -i and the COPY
+# table, minutes there), a step's readings before and after it (a
+# CHECKPOINT and the wait for its backends), and stopping it.
+readonly PEER_START_S=600 PEER_DATA_S=2400 PEER_READING_S=300 PEER_STOP_S=150
 
 say() { echo "bench: $*" >&2; }
 FAILED=()
 RESULTS=''  # "key value" lines, read by db_report.py
 
-record() { echo "$1 $2" >>"$RESULTS"; }
+# record KEY VALUE; an empty VALUE (not measured) is left out.
+record() { [ -z "$2" ] || echo "$1 $2" >>"$RESULTS"; }
 # ratio A B [SCALE] [DIGITS]: A * SCALE / B, or nothing when B is 0.
 ratio() { awk -v a="$1" -v b="$2" -v k="${3:-1}" -v d="${4:-2}" 'BEGIN { if (b > 0) printf "%.*f", d, a * k / b }'; }
 # ticks_s BEFORE AFTER HZ: the seconds between two readings of a tick counter.
 ticks_s() { awk -v a="$1" -v b="$2" -v hz="$3" 'BEGIN { printf "%.3f", (b - a) / hz }'; }
 
 # --- the server ------------------------------------------------------------------
-# shellcheck source=regress/pg/cluster.sh
-. "$ROOT/regress/pg/cluster.sh"
+# perf/db-server.sh has the cluster and the readings of CPU; here or on the
+# peer (srv).
+# shellcheck source=perf/db-server.sh
+. "$HERE/db-server.sh"
 
+SERVER_WORK=''  # the cluster's directory on the peer
+# srv SECONDS FUNCTION [ARG...]: one of db-server.sh's functions on the
+# server's host: here, or on the peer bounded by SECONDS.
+srv() {
+  local limit=$1
+  shift
+  if [ -z "$PEER" ]; then "$@"; else on_peer_within "$limit" "$HERE/db-server.sh" "$SERVER_WORK" "$@"; fi
+}
+
+# CLIENT_WORK: the COPY file and base backups, on the clients' host.
+CLIENT_WORK='' PGPASS_FILE=''
 start_server() {
-  # fsync off: the guest's disk is RAM, and both transports meet the same
-  # server; the figures are about moving bytes, not about durability.
-  # autovacuum off: a vacuum set off by one step's writes must not land in
-  # the next step's timing (VACUUM runs once, outside any timing).
-  pg_cluster_init "$(mktemp -d /tmp/pg_rdma-dbbench.XXXXXX)" "$BUILD" \
-    "fsync = off" "shared_buffers = 256MB" "max_wal_size = 2GB" "autovacuum = off" \
-    "log_connections = off" "log_disconnections = off" || return 1
-  pg_cluster_start || return 1
-  pg_cluster_set_password postgres secret || return 1
-  pg_cluster_psql -c 'create extension pg_rdma' >/dev/null
+  if [ -z "$PEER" ]; then
+    db_start "$BUILD" || return 1
+    CLIENT_WORK=$PG_CLUSTER_WORK
+    return 0
+  fi
+  # The peer lets in the address this host's packets to it leave from.
+  local client_addr started
+  client_addr=$(ip -o route get "$SERVER_IP" 2>/dev/null | sed -n 's/.* src \([^ ]*\).*/\1/p')
+  started=$(on_peer_within "$PEER_START_S" "$HERE/db-server.sh" start "$BUILD" "$SERVER_IP" "$PG_CLUSTER_PORT" \
+    "${client_addr:-unknown}") ||
+    { say "the cluster did not start on $PEER (above: PostgreSQL 15 there, $BUILD built there, port $PG_CLUSTER_PORT free on $SERVER_IP?)"; return 1; }
+  SERVER_WORK=${started% *}
+  CLIENT_WORK=$(mktemp -d /tmp/pg_rdma-dbbench-client.XXXXXX) || return 1
+  PGPASS_FILE=$CLIENT_WORK/pgpass
+  (umask 077 && echo "*:*:*:postgres:${started##* }" >"$PGPASS_FILE")
 }
 
-postmaster() { head -n 1 "$PG_CLUSTER_DATA/postmaster.pid"; }
-
-# CPU ticks of the server's exited processes: the postmaster's cutime and
-# cstime, which hold every backend (and walsender) it reaped. The
-# long-lived processes (checkpointer, walwriter...) are left out.
-reaped_ticks() { awk '{ sub(/^.*\) /, ""); print $14 + $15 }' "/proc/$(postmaster)/stat"; }
-# ... of them in user space (cutime alone).
-reaped_user_ticks() { awk '{ sub(/^.*\) /, ""); print $14 }' "/proc/$(postmaster)/stat"; }
-
-# Busy ticks of the whole guest from /proc/stat (all but idle and iowait):
-# the kernel's share too, where rxe does its copies and CRCs (softirq,
-# kworkers), which no process is charged for.
-guest_ticks() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
-# ... and of them, the user-space share (user, nice): every process's own
-# code, ours (libpq_rdma.so, pg_rdma.so) included, and its busy-polls. The
-# rest is the kernel's: system calls, where rxe runs a whole transfer
-# inside the sender's post over loopback, and interrupts and softirqs.
-guest_user_ticks() { awk '$1 == "cpu" { print $2 + $3 }' /proc/stat; }
-
-# Context switches of the whole guest, and of its softirq threads alone.
-# rxe in Debian 12's kernel (6.1) hands every completion event to a
-# tasklet; raised from a process (the sender's post, which rxe runs inline
-# over loopback) that means waking ksoftirqd, which preempts the sender.
-# These show that cost per transaction (perf/FINDINGS.md).
-guest_switches() { awk '$1 == "ctxt" { print $2 }' /proc/stat; }
-softirqd_switches() {
-  # shellcheck disable=SC2046  # one path per thread
-  awk '/ctxt_switches:/ { s += $2 } END { print s + 0 }' $(pgrep '^ksoftirqd/' | sed 's|.*|/proc/&/status|') /dev/null
-}
-# ... and the CPU ticks those threads spent (user + system).
-softirqd_ticks() {
-  # shellcheck disable=SC2046  # one path per thread
-  awk '{ sub(/^.*\) /, ""); s += $12 + $13 } END { print s + 0 }' $(pgrep '^ksoftirqd/' | sed 's|.*|/proc/&/stat|') /dev/null
+stop_server() {
+  if [ -z "$PEER" ]; then pg_cluster_cleanup; return; fi
+  [ -z "$SERVER_WORK" ] || srv "$PEER_STOP_S" db_stop ||
+    say "could not stop the cluster on $PEER: stop it there (pg_ctl -D $SERVER_WORK/data stop) and remove $SERVER_WORK"
+  [ -z "$CLIENT_WORK" ] || rm -rf "$CLIENT_WORK"
 }
 
-# Waits until only the server's own processes are left (the client's
-# backends exited and were reaped, so their CPU is in reaped_ticks).
-wait_backends_gone() {
-  local until=$((SECONDS + 20))
-  while [ "$(pgrep -P "$(postmaster)" | wc -l)" -gt "$BASE_CHILDREN" ]; do
-    [ $SECONDS -lt $until ] || { say "backends still there after 20 s: CPU figures may be short"; return 1; }
-    sleep 0.05
-  done
+# run_client CMD...: a client program aimed at the server over TCP (PGHOST
+# etc.): in the guest as regress/pg runs it, with a peer as this user.
+run_client() {
+  if [ -z "$PEER" ]; then pg_cluster_client "$@"; return; fi
+  env PGHOST="$SERVER_IP" PGPORT="$PG_CLUSTER_PORT" PGDATABASE=postgres PGUSER=postgres \
+    PGPASSFILE="$PGPASS_FILE" PGCONNECT_TIMEOUT=60 "$@"
+}
+
+# The hosts whose whole CPU is read (their /proc/stat): the guest, where
+# both ends are; with a peer, each host apart (no one figure stands for
+# the guest's), this one's from here and the peer's over ssh.
+if [ -n "$PEER" ]; then HOSTS=(client_host server_host); else HOSTS=(guest); fi
+readonly HOSTS
+# host_key HOST FIGURE: the results' key of a host's FIGURE; the guest's
+# keep the names they had before there were hosts (softirqd_* bare).
+host_key() {
+  case $1/$2 in
+    guest/softirqd_*) echo "$2" ;;
+    *) echo "$1_$2" ;;
+  esac
 }
 
 # --- running a client -------------------------------------------------------------
-# client TRANSPORT OUT CMD [ARG...]: runs a client program as the postgres
-# user (regress/pg), through libpq_rdma.so with WITH_RSOCKET=require for
-# rdma, plain for tcp. Its stdout goes to OUT, its stderr to OUT.err. Sets
-# WALL_S, CLIENT_CPU_S (user + system of the client's process tree),
-# SERVER_CPU_S (the backends it used), GUEST_CPU_S (everything, kernel
-# included), GUEST_SWITCHES and SOFTIRQD_SWITCHES (context switches),
-# SOFTIRQD_CPU_S (what the softirq threads ran), and the user-space part of
-# three of them: CLIENT_USER_S, SERVER_USER_S, GUEST_USER_S.
+# client TRANSPORT OUT CMD [ARG...]: runs a client program (run_client),
+# through libpq_rdma.so with WITH_RSOCKET=require for rdma, plain for tcp.
+# Its stdout goes to OUT, its stderr to OUT.err. Sets WALL_S, CLIENT_CPU_S
+# (user + system of the client's process tree), SERVER_CPU_S (the backends
+# it used), and CLIENT_USER_S and SERVER_USER_S (their user-space parts);
+# and for each of HOSTS, in arrays by host: HOST_CPU_S (everything, kernel
+# included), HOST_USER_S, HOST_SWITCHES (context switches),
+# SOFTIRQD_SWITCHES and SOFTIRQD_CPU_S (the softirq threads').
+declare -A HOST_CPU_S HOST_USER_S HOST_SWITCHES SOFTIRQD_SWITCHES SOFTIRQD_CPU_S
 client() {
   local transport=$1 out=$2; shift 2
-  local pre=() t0 t1 s0 s1 g0 g1 c0 c1 k0 k1 q0 q1 u0 u1 v0 v1 cpu hz
+  local pre=() t0 t1 before after cpu
   # require: a session that cannot use RDMA fails instead of falling back.
   [ "$transport" = rdma ] && pre=(env LD_PRELOAD="$SO" WITH_RSOCKET=require)
-  wait_backends_gone
-  # Dirty buffers of the last step are written now, not inside this one.
-  pg_cluster_psql -c checkpoint >/dev/null
-  wait_backends_gone
-  s0=$(reaped_ticks) g0=$(guest_ticks) c0=$(guest_switches) k0=$(softirqd_switches) q0=$(softirqd_ticks)
-  u0=$(reaped_user_ticks) v0=$(guest_user_ticks)
+  # The server's readings first, this host's right before the start: a
+  # reading over ssh takes a while.
+  before=$(srv "$PEER_READING_S" db_before "$BASE_CHILDREN") || say "$out: no reading of the server before it"
+  [ -z "$PEER" ] || before="$before $(db_host_counters)"
   t0=$(date +%s%N)
   # times: the subshell's children's user and system time, once they exit.
-  cpu=$( (pg_cluster_client timeout "$STEP_TIMEOUT_S" "${pre[@]}" "$@" >"$out" 2>"$out.err"
+  cpu=$( (run_client timeout "$STEP_TIMEOUT_S" "${pre[@]}" "$@" >"$out" 2>"$out.err"
           echo $? >"$out.rc"
           times) | awk 'NR == 2 { print }')
   t1=$(date +%s%N)
-  wait_backends_gone
-  s1=$(reaped_ticks) g1=$(guest_ticks) c1=$(guest_switches) k1=$(softirqd_switches) q1=$(softirqd_ticks)
-  u1=$(reaped_user_ticks) v1=$(guest_user_ticks)
-  hz=$(getconf CLK_TCK)
-  GUEST_SWITCHES=$((c1 - c0)) SOFTIRQD_SWITCHES=$((k1 - k0))
+  [ -z "$PEER" ] || after=$(db_host_counters)
+  after="$(srv "$PEER_READING_S" db_after "$BASE_CHILDREN") ${after:-}" || say "$out: no reading of the server after it"
   WALL_S=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
   CLIENT_CPU_S=$(echo "$cpu" | awk '{ n = 0; for (i = 1; i <= 2; i++) { split($i, p, /[ms]/); n += p[1] * 60 + p[2] } printf "%.3f", n }')
   CLIENT_USER_S=$(echo "$cpu" | awk '{ split($1, p, /[ms]/); printf "%.3f", p[1] * 60 + p[2] }')
-  SERVER_USER_S=$(ticks_s "$u0" "$u1" "$hz")
-  GUEST_USER_S=$(ticks_s "$v0" "$v1" "$hz")
-  SERVER_CPU_S=$(ticks_s "$s0" "$s1" "$hz")
-  GUEST_CPU_S=$(ticks_s "$g0" "$g1" "$hz")
-  SOFTIRQD_CPU_S=$(ticks_s "$q0" "$q1" "$hz")
+  readings "$before" "$after"
   [ "$(cat "$out.rc")" = 0 ] || return 1
   # A library the loader could not preload leaves plain libpq, which
   # ignores WITH_RSOCKET: that run would be TCP under the rdma name.
   ! grep -q 'cannot be preloaded' "$out.err"
 }
 
+# readings BEFORE AFTER: the figures of client() from two readings, each
+# db_counters' fields (the server's host), then with a peer
+# db_host_counters' (this host). A missing reading leaves its figures
+# empty, which ratio() records as nothing: a reading across hosts that
+# failed is said missing, not taken as zero.
+readings() {
+  local b a h i=2 offset
+  read -r -a b <<<"$1"
+  read -r -a a <<<"$2"
+  SERVER_CPU_S='' SERVER_USER_S=''
+  for h in "${HOSTS[@]}"; do HOST_CPU_S[$h]='' HOST_USER_S[$h]='' HOST_SWITCHES[$h]='' SOFTIRQD_SWITCHES[$h]='' SOFTIRQD_CPU_S[$h]=''; done
+  # db_counters: 2 of the server's, 5 of its host's, the tick rate; then
+  # db_host_counters' 5 and tick rate.
+  [ ${#b[@]} = ${#a[@]} ] && [ ${#b[@]} -ge 8 ] || return 0
+  SERVER_CPU_S=$(ticks_s "${b[0]}" "${a[0]}" "${b[7]}")
+  SERVER_USER_S=$(ticks_s "${b[1]}" "${a[1]}" "${b[7]}")
+  local hosts=(guest)
+  [ -z "$PEER" ] || hosts=(server_host client_host)
+  for h in "${hosts[@]}"; do
+    [ ${#b[@]} -ge $((i + 6)) ] || break
+    offset=$i
+    HOST_CPU_S[$h]=$(ticks_s "${b[offset]}" "${a[offset]}" "${b[offset + 5]}")
+    HOST_USER_S[$h]=$(ticks_s "${b[offset + 1]}" "${a[offset + 1]}" "${b[offset + 5]}")
+    HOST_SWITCHES[$h]=$((a[offset + 2] - b[offset + 2]))
+    SOFTIRQD_SWITCHES[$h]=$((a[offset + 3] - b[offset + 3]))
+    SOFTIRQD_CPU_S[$h]=$(ticks_s "${b[offset + 4]}" "${a[offset + 4]}" "${b[offset + 5]}")
+    i=$((i + 6))
+  done
+}
+
 # The rdma figures must be RDMA's: one session through the same path says
 # what pg_stat_rdma sees for it before any of them is measured.
 check_rdma_path() {
   local seen
-  seen=$(pg_cluster_client env LD_PRELOAD="$SO" WITH_RSOCKET=require psql -X -At \
+  seen=$(run_client env LD_PRELOAD="$SO" WITH_RSOCKET=require psql -X -At \
     -c 'select transport from pg_stat_rdma where pid = pg_backend_pid()' 2>&1)
   [ "$seen" = rdma ] || { say "a session through libpq_rdma.so is not on RDMA (saw: $seen)"; return 1; }
 }
@@ -216,13 +261,16 @@ pgbench_run() {  # NAME TRANSPORT ROUND PGBENCH_ARGS...
   [ -n "$setup" ] && record "$key.connection_ms" "$setup"
   record "$key.client_cpu_us_per_tx" "$(ratio "$CLIENT_CPU_S" "$tx" 1e6 1)"
   record "$key.server_cpu_us_per_tx" "$(ratio "$SERVER_CPU_S" "$tx" 1e6 1)"
-  record "$key.guest_cpu_us_per_tx" "$(ratio "$GUEST_CPU_S" "$tx" 1e6 1)"
-  record "$key.guest_switches_per_tx" "$(ratio "$GUEST_SWITCHES" "$tx" 1 3)"
-  record "$key.softirqd_switches_per_tx" "$(ratio "$SOFTIRQD_SWITCHES" "$tx" 1 3)"
-  record "$key.softirqd_cpu_us_per_tx" "$(ratio "$SOFTIRQD_CPU_S" "$tx" 1e6 1)"
   record "$key.client_user_us_per_tx" "$(ratio "$CLIENT_USER_S" "$tx" 1e6 1)"
   record "$key.server_user_us_per_tx" "$(ratio "$SERVER_USER_S" "$tx" 1e6 1)"
-  record "$key.guest_user_us_per_tx" "$(ratio "$GUEST_USER_S" "$tx" 1e6 1)"
+  local h
+  for h in "${HOSTS[@]}"; do
+    record "$key.$(host_key "$h" cpu_us_per_tx)" "$(ratio "${HOST_CPU_S[$h]}" "$tx" 1e6 1)"
+    record "$key.$(host_key "$h" switches_per_tx)" "$(ratio "${HOST_SWITCHES[$h]}" "$tx" 1 3)"
+    record "$key.$(host_key "$h" softirqd_switches_per_tx)" "$(ratio "${SOFTIRQD_SWITCHES[$h]}" "$tx" 1 3)"
+    record "$key.$(host_key "$h" softirqd_cpu_us_per_tx)" "$(ratio "${SOFTIRQD_CPU_S[$h]}" "$tx" 1e6 1)"
+    record "$key.$(host_key "$h" user_us_per_tx)" "$(ratio "${HOST_USER_S[$h]}" "$tx" 1e6 1)"
+  done
 }
 
 # session_cpu NAME TRANSPORT ROUND CMD...: the client CPU of CMD, the same
@@ -274,7 +322,10 @@ bulk() {
       "$(ratio "$(awk -v a="$CLIENT_CPU_S" -v b="$session_cpu" 'BEGIN { print a - b }')" "$mb" 1e3)"
   fi
   record "$key.server_cpu_ms_per_mb" "$(ratio "$SERVER_CPU_S" "$mb" 1e3)"
-  record "$key.guest_cpu_ms_per_mb" "$(ratio "$GUEST_CPU_S" "$mb" 1e3)"
+  local h
+  for h in "${HOSTS[@]}"; do
+    record "$key.$(host_key "$h" cpu_ms_per_mb)" "$(ratio "${HOST_CPU_S[$h]}" "$mb" 1e3)"
+  done
 }
 
 # Each figure in ROUNDS rounds of one run per transport, the order turned
@@ -297,17 +348,12 @@ both() {
 
 make_data() {
   say "data: pgbench -i -s $PGBENCH_SCALE, a $COPY_ROWS-row COPY table"
-  pg_cluster_client pgbench -i -q -s "$PGBENCH_SCALE" >"$RAW/pgbench-init.log" 2>&1 || return 1
-  pg_cluster_psql >/dev/null <<SQL || return 1
-create table copybench as
-  select g as id, repeat(md5(g::text), 3) as payload from generate_series(1, $COPY_ROWS) g;
-create table copybench_in (like copybench);
-vacuum analyze;
-SQL
-  COPY_FILE=$PG_CLUSTER_WORK/copybench.data
-  pg_cluster_psql -c "\\copy copybench to '$COPY_FILE'" >/dev/null || return 1
+  srv "$PEER_DATA_S" db_make_data "$PGBENCH_SCALE" "$COPY_ROWS" || return 1
+  # COPY in reads it on the clients' host.
+  COPY_FILE=$CLIENT_WORK/copybench.data
+  run_client psql -X -v ON_ERROR_STOP=1 -c "\\copy copybench to '$COPY_FILE'" >/dev/null || return 1
   COPY_BYTES=$(stat -c %s "$COPY_FILE")
-  DUMP_BYTES=$(pg_cluster_client pg_dump -t copybench | wc -c)
+  DUMP_BYTES=$(run_client pg_dump -t copybench | wc -c)
 }
 
 copy_out() {  # the COPY text goes to /dev/null on the client
@@ -315,27 +361,37 @@ copy_out() {  # the COPY text goes to /dev/null on the client
   bulk "$1" "$2" "$3" "$COPY_BYTES" psql -X -v ON_ERROR_STOP=1 -c "\\copy copybench to '/dev/null'"
 }
 copy_in() {
-  pg_cluster_psql -c 'truncate copybench_in' >/dev/null
+  srv "$PEER_READING_S" db_psql -c 'truncate copybench_in' >/dev/null
   bulk "$1" "$2" "$3" "$COPY_BYTES" psql -X -v ON_ERROR_STOP=1 -c "\\copy copybench_in from '$COPY_FILE'"
 }
 dump() { bulk "$1" "$2" "$3" "$DUMP_BYTES" pg_dump -t copybench -f /dev/null; }
 basebackup() {  # tar format, pg_basebackup's default -X stream
-  BULK_DIR=$PG_CLUSTER_WORK/backup
+  BULK_DIR=$CLIENT_WORK/backup
   rm -rf "$BULK_DIR"
   bulk "$1" "$2" "$3" - pg_basebackup -D "$BULK_DIR" -Ft -c fast
 }
 
-# ib_write_bw at 1 MiB: the device's ceiling for bulk transfers, this run.
+# at_server SECONDS CMD...: CMD on the server's host (here or the peer),
+# bounded by SECONDS.
+at_server() {
+  local limit=$1
+  shift
+  if [ -z "$PEER" ]; then timeout "$limit" "$@"; else on_peer_within "$limit" "$@"; fi
+}
+
+# ib_write_bw at 1 MiB: the device's ceiling for bulk transfers, this run;
+# its server where the cluster is.
+readonly IB_BW_TIMEOUT_S=120
 ib_write_bw_ceiling() {
-  local args=(-d "$RXE_DEV" -p "$PERFTEST_PORT" -F -s "$IB_BW_SIZE" -n $((IB_BW_BYTES / IB_BW_SIZE)))
+  local args=(-p "$PERFTEST_PORT" -F -s "$IB_BW_SIZE" -n $((IB_BW_BYTES / IB_BW_SIZE)))
   say "ib_write_bw ${IB_BW_SIZE} B"
-  timeout 120 ib_write_bw "${args[@]}" >"$RAW/ib_write_bw.server.log" 2>&1 &
+  at_server "$IB_BW_TIMEOUT_S" ib_write_bw -d "$PEER_DEV" "${args[@]}" >"$RAW/ib_write_bw.server.log" 2>&1 &
   local spid=$! until=$((SECONDS + LISTEN_WAIT_S))
-  until ss -Hltn "sport = :$PERFTEST_PORT" 2>/dev/null | grep -q .; do
+  until at_server 30 ss -Hltn "sport = :$PERFTEST_PORT" 2>/dev/null | grep -q .; do
     [ $SECONDS -lt $until ] || { kill $spid; FAILED+=(ib_write_bw); return 1; }
     sleep 0.1
   done
-  timeout 120 ib_write_bw "${args[@]}" "$RXE_IP" >"$RAW/ib_write_bw.client.log" 2>&1
+  timeout "$IB_BW_TIMEOUT_S" ib_write_bw -d "$RXE_DEV" "${args[@]}" "$SERVER_IP" >"$RAW/ib_write_bw.client.log" 2>&1
   wait $spid
   # The result line: size, iterations, peak, average (MB/sec), msg rate.
   local avg
@@ -347,12 +403,14 @@ ib_write_bw_ceiling() {
 write_env() {
   {
     echo "device=$RXE_DEV"
-    echo "address=$RXE_IP"
+    echo "address=$SERVER_IP"
     echo "kernel=$(uname -r)"
+    [ -z "$PEER" ] || peer_env_lines
+    echo "guest=${PG_RDMA_GUEST:-unknown}"
     echo "clocksource=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)"
     echo "cpus=$(nproc)"
     echo "started=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-    echo "postgres=$("$PG_CLUSTER_BIN/postgres" --version)"
+    echo "postgres=$(srv "$PEER_READING_S" db_version)"
     echo "pgbench_seconds=$PGBENCH_SECONDS"
     echo "counted=$COUNTED"
     echo "pgbench_scale=$PGBENCH_SCALE"
@@ -366,13 +424,15 @@ main() {
   mkdir -p "$RAW" || exit 1
   RESULTS=$RAW/results.txt
   : >"$RESULTS"
-  trap pg_cluster_cleanup EXIT
+  # The cluster is stopped however the run ends (regress/pg's traps turn
+  # HUP, INT and TERM into an exit).
+  trap stop_server EXIT
   local start=$SECONDS
   start_server || { say "the server did not start"; exit 1; }
   write_env
   make_data || { say "could not make the data"; exit 1; }
   check_rdma_path || exit 1
-  BASE_CHILDREN=$(pgrep -P "$(postmaster)" | wc -l)
+  BASE_CHILDREN=$(srv "$PEER_READING_S" db_children) || { say "cannot count the server's processes"; exit 1; }
   ib_write_bw_ceiling
   both pgbench_run select_1 -S -c 1
   both pgbench_run select_8 -S -c "$MANY_CLIENTS" -j "$THREADS"

@@ -67,24 +67,9 @@ COPY_SPEED=$BUILD/perf/copy_speed
 # Two hosts (scripts/bench transport --peer): the servers run on the peer,
 # over ssh, from the same paths; the clients here. SERVER_IP is where every
 # client connects and every server listens.
-PEER=${PG_RDMA_BENCH_PEER:-}
-if [ -n "$PEER" ]; then
-  : "${PG_RDMA_BENCH_PEER_ADDR:?PG_RDMA_BENCH_PEER_ADDR, the address of the peer on the RDMA network, is not set}"
-  : "${RXE_DEV:?RXE_DEV, the RDMA device of this host, is not set}"
-  SERVER_IP=$PG_RDMA_BENCH_PEER_ADDR
-  PEER_DEV=${PG_RDMA_BENCH_PEER_DEVICE:-$RXE_DEV}
-else
-  : "${RXE_IP:?run me inside the Soft-RoCE guest (regress/rxe-guest): RXE_IP is not set}"
-  RXE_DEV=${RXE_DEV:-rxe0}
-  SERVER_IP=$RXE_IP
-  PEER_DEV=$RXE_DEV
-fi
-readonly PEER SERVER_IP PEER_DEV
-# One ssh connection carries every command to the peer (ControlMaster):
-# a readiness check every 0.1 s must not cost a login each.
-SSH=(ssh -n -o BatchMode=yes -o ControlMaster=auto -o "ControlPath=/tmp/pg_rdma-bench-ssh-%C"
-     -o ControlPersist=300 "$PEER")
-readonly SSH
+# shellcheck source=perf/peer.sh
+. "$HERE/peer.sh"
+peer_setup
 COUNTED=${PG_RDMA_BENCH_COUNTED:-0}
 DEFAULT_ROUNDS=3
 [ "$COUNTED" = 1 ] && DEFAULT_ROUNDS=1
@@ -199,9 +184,6 @@ with_cpu() (
   exit $rc
 )
 
-# on_peer CMD...: CMD on the peer, its output here.
-on_peer() { "${SSH[@]}" "$(printf '%q ' "$@")"; }
-
 # on_server TAG CMD...: runs a server bounded by PAIR_TIMEOUT_S: here, or
 # on the peer through perf/peer-server.sh (TAG names it there, for
 # stop_server), ssh bounded a little later than the server.
@@ -211,7 +193,7 @@ on_server() {
   shift
   if [ -z "$PEER" ]; then timeout "$PAIR_TIMEOUT_S" "$@"; return; fi
   timeout $((PAIR_TIMEOUT_S + SSH_GRACE_S)) \
-    "${SSH[@]}" "$(printf '%q ' "$HERE/peer-server.sh" "$tag" "$PAIR_TIMEOUT_S" "$@")"
+    ssh "${PEER_SSH_OPTIONS[@]}" "$PEER" "$(printf '%q ' "$HERE/peer-server.sh" "$tag" "$PAIR_TIMEOUT_S" "$@")"
 }
 
 # stop_server PID [TAG]: ends a server started by run_pair or pairs. PID is
@@ -488,12 +470,7 @@ write_env() {
     echo "device=$RXE_DEV"
     echo "address=$SERVER_IP"
     echo "kernel=$(uname -r)"
-    if [ -n "$PEER" ]; then
-      echo "peer=$PEER"
-      echo "peer_device=$PEER_DEV"
-      echo "peer_kernel=$(on_peer uname -r)"
-      echo "peer_cpus=$(on_peer nproc)"
-    fi
+    [ -z "$PEER" ] || peer_env_lines
     echo "clocksource=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)"
     echo "cpus=$(nproc)"
     echo "started=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
