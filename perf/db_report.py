@@ -251,7 +251,8 @@ def note(env):
     return ("two hosts, %s to %s%s. Server CPU is its backends' as the server's host reads it; "
             "there is no whole-machine figure for both ends: each host's is its own; host B's leaves out "
             "the processes of the ssh session that reads it, not the ssh daemon's own share, and its "
-            "context switches include that session's." % (env.get("device"), env.get("peer_device"), kind))
+            "context switches include that session's. The ib_write_bw ceiling is A to B, the direction of "
+            "COPY in; COPY out, pg_dump and pg_basebackup move B to A." % (env.get("device"), env.get("peer_device"), kind))
 
 
 def fmt(x, digits=2):

@@ -21,6 +21,9 @@ PKGS_MAJORS="debootstrap"
 # The Debian packages (scripts/lib/packages.sh).
 PKGS_PACKAGES="build-essential debhelper dpkg-dev lintian"
 PKGS_BENCH="gnuplot-nox valgrind"
+# The RDMA tools a two-host bench runs on a real host (scripts/bench --peer):
+# the guest's group without qemu and a kernel.
+PKGS_PEER="rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest iproute2"
 
 ensure_packages() {
   local group pkg missing=()
