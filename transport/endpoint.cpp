@@ -104,9 +104,8 @@ bool Endpoint::create_queues(Error& err) {
         if (!create_queue_pair(attr, err)) return false;
         err = Error{};
     }
-    // As granted (possibly more than asked).
-    write_pieces_ = static_cast<int>(std::min<std::uint32_t>(attr.cap.max_send_sge, kWrapPieces));
     // The QP reports what the device granted, possibly more than asked.
+    write_pieces_ = static_cast<int>(std::min<std::uint32_t>(attr.cap.max_send_sge, kWrapPieces));
     inline_limit_ = std::min(attr.cap.max_inline_data, settings_.max_inline);
     return true;
 }

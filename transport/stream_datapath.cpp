@@ -339,8 +339,8 @@ std::uint32_t Stream::post_data(const std::uint8_t* src, std::uint32_t len, bool
     if (chunk < std::min(len, kMaxWriteBytes - held_)) {
         // Short of a whole WRITE: the completions of our last writes and the
         // peer's CreditUpdate may be waiting, with the room for the rest.
-        // Cut now, and a stream of 64 KiB messages whose offsets are off the
-        // grid goes out as a long and a short WRITE each.
+        // Cut without looking, a stream of 64 KiB messages whose offsets
+        // are off the grid went out as a long and a short WRITE each.
         poll_completions();
         if (error_ != 0 || peer_disconnected_) return 0;
         chunk = hold_room(len);
