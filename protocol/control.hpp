@@ -105,10 +105,18 @@ inline constexpr std::uint64_t kSolicitedEvents = 1ull << 3;
 // When the queue pair fails mid-session, both ends move the stream onto the
 // TCP connection they still hold (protocol/failover.hpp) instead of ending it.
 inline constexpr std::uint64_t kTcpFailover = 1ull << 4;
+// A message's bytes may run past the end of the receiver's RX ring and on
+// from its start: the sender writes them as a plain RDMA WRITE up to the
+// end followed by a WRITE WITH IMM whose immediate counts both, and the
+// receiver, completing only on the latter (RC places them in order), sees
+// one message. Without it a write stops at the ring's end, and a stream
+// whose offsets are off the ring's grid pays an extra message, completion
+// and wakeup at the receiver per ring's worth of bytes.
+inline constexpr std::uint64_t kRingWrap = 1ull << 5;
 }  // namespace feature
 inline constexpr std::uint64_t kSupportedFeatures =
     feature::kKeepalive | feature::kOrderlyClose | feature::kRingCredits | feature::kSolicitedEvents |
-                                                     feature::kTcpFailover;
+    feature::kTcpFailover | feature::kRingWrap;
 inline constexpr std::uint64_t kRequiredFeatures = feature::kOrderlyClose | feature::kRingCredits;
 
 enum class NegotiationStatus : std::uint8_t {

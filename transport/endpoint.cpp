@@ -226,28 +226,36 @@ unsigned Endpoint::send_flags(std::uint32_t len, bool signalled, bool solicited)
     return flags;
 }
 
-bool Endpoint::post_write_imm(std::uint32_t staging_offset, std::uint32_t len, std::uint64_t remote_addr,
-                              std::uint32_t rkey, std::uint32_t imm, std::uint64_t wr_id, bool signalled) {
-    // Up to the staging buffer's end, then (staging_may_wrap) from its start.
-    const std::uint32_t first = first_piece(staging_offset, len, settings_.tx_buffer_size);
-    if (first < len && write_pieces_ < kWrapPieces) {  // a caller that did not ask staging_may_wrap()
+bool Endpoint::post_write_imm(std::span<const RingWrite> writes, std::uint32_t rkey, std::uint32_t imm) {
+    if (writes.empty() || writes.size() > kMaxWritesPerMessage) {
         errno = EINVAL;
         return false;
     }
-    std::array<ibv_sge, kWrapPieces> sge{{
-        {reinterpret_cast<std::uintptr_t>(local_.data() + staging_offset), first, local_.lkey()},
-        {reinterpret_cast<std::uintptr_t>(local_.data()), len - first, local_.lkey()},
-    }};
-    ibv_send_wr wr{};
-    wr.wr_id = wr_id;
-    wr.sg_list = sge.data();
-    wr.num_sge = first < len ? kWrapPieces : 1;
-    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wr.send_flags = send_flags(len, signalled, true);
-    wr.imm_data = htonl(imm);
-    wr.wr.rdma.remote_addr = remote_addr;
-    wr.wr.rdma.rkey = rkey;
-    return post_send(wr);
+    // Each write up to the staging buffer's end, then (staging_may_wrap)
+    // from its start. Chained into one post: one doorbell for the message.
+    std::array<std::array<ibv_sge, kWrapPieces>, kMaxWritesPerMessage> sge{};
+    std::array<ibv_send_wr, kMaxWritesPerMessage> wr{};
+    for (std::size_t i = 0; i < writes.size(); ++i) {
+        const RingWrite& w = writes[i];
+        const bool last = i + 1 == writes.size();
+        const std::uint32_t first = first_piece(w.staging_offset, w.len, settings_.tx_buffer_size);
+        if (first < w.len && write_pieces_ < kWrapPieces) {  // a caller that did not ask staging_may_wrap()
+            errno = EINVAL;
+            return false;
+        }
+        sge[i][0] = {reinterpret_cast<std::uintptr_t>(local_.data() + w.staging_offset), first, local_.lkey()};
+        sge[i][1] = {reinterpret_cast<std::uintptr_t>(local_.data()), w.len - first, local_.lkey()};
+        wr[i].wr_id = w.wr_id;
+        wr[i].sg_list = sge[i].data();
+        wr[i].num_sge = first < w.len ? kWrapPieces : 1;
+        wr[i].opcode = last ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+        wr[i].send_flags = send_flags(w.len, w.signalled, last);
+        if (last) wr[i].imm_data = htonl(imm);
+        wr[i].wr.rdma.remote_addr = w.remote_addr;
+        wr[i].wr.rdma.rkey = rkey;
+        wr[i].next = last ? nullptr : &wr[i + 1];
+    }
+    return post_send(wr[0]);
 }
 
 bool Endpoint::post_control(std::uint32_t slot, const protocol::ControlBytes& bytes, std::uint64_t wr_id,

@@ -47,8 +47,7 @@ public:
     static std::size_t pinned_bytes(const Settings& settings);
 
     bool post_recv(std::uint32_t slot) override;
-    bool post_write_imm(std::uint32_t staging_offset, std::uint32_t len, std::uint64_t remote_addr,
-                        std::uint32_t rkey, std::uint32_t imm, std::uint64_t wr_id, bool signalled) override;
+    bool post_write_imm(std::span<const RingWrite> writes, std::uint32_t rkey, std::uint32_t imm) override;
     bool post_control(std::uint32_t slot, const protocol::ControlBytes& bytes, std::uint64_t wr_id,
                       bool signalled, bool solicited) override;
     // A liveness probe: a signalled zero-length RDMA WRITE (no immediate) to

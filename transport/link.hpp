@@ -25,6 +25,7 @@
 
 #include <string>
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -36,6 +37,20 @@ namespace pg_rdma::transport {
 // Bits of wr_id: receive WRs carry their slot, send WRs their sequence number.
 inline constexpr std::uint64_t kRecvWrFlag = 1ull << 63;
 
+// One WRITE of a message: `len` staging bytes from `staging_offset` into
+// the peer's memory at `remote_addr`. When staging_may_wrap(), they may run
+// past the staging buffer's end and go on from its start.
+struct RingWrite {
+    std::uint32_t staging_offset = 0;
+    std::uint32_t len = 0;
+    std::uint64_t remote_addr = 0;
+    std::uint64_t wr_id = 0;
+    bool signalled = false;
+};
+// A message is written as one WRITE WITH IMM, preceded by a plain WRITE
+// when it crosses the end of the peer's ring.
+inline constexpr std::size_t kMaxWritesPerMessage = 2;
+
 class Link {
 public:
     virtual ~Link() = default;
@@ -44,11 +59,10 @@ public:
     Link& operator=(const Link&) = delete;
 
     virtual bool post_recv(std::uint32_t slot) = 0;
-    // `len` staging bytes from `staging_offset` into the peer's ring at
-    // `remote_addr`, as one WRITE WITH IMM. When staging_may_wrap(), they
-    // may run past the staging buffer's end and go on from its start.
-    virtual bool post_write_imm(std::uint32_t staging_offset, std::uint32_t len, std::uint64_t remote_addr,
-                                std::uint32_t rkey, std::uint32_t imm, std::uint64_t wr_id, bool signalled) = 0;
+    // One message's writes, posted together: each but the last a plain RDMA
+    // WRITE, the last a WRITE WITH IMM carrying `imm` (at most two: the
+    // message crosses the end of the peer's ring, feature::kRingWrap).
+    virtual bool post_write_imm(std::span<const RingWrite> writes, std::uint32_t rkey, std::uint32_t imm) = 0;
     virtual bool post_control(std::uint32_t slot, const protocol::ControlBytes& bytes, std::uint64_t wr_id,
                               bool signalled, bool solicited) = 0;
     virtual bool post_probe(std::uint64_t remote_addr, std::uint32_t rkey, std::uint64_t wr_id) = 0;

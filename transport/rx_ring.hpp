@@ -6,8 +6,9 @@
 // moved with them: a 64-bit division at every look costs tens of cycles on
 // a real CPU and a helper call under emulation, on the path of every
 // message. Invariant: announced <= consumed <= produced and
-// produced - consumed <= size. The sender never lets one write cross the
-// end of the ring, and on_write() rejects a peer that does.
+// produced - consumed <= size. A write may cross the end of the ring only
+// where both ends agreed on feature::kRingWrap; on_write() rejects a peer
+// that does otherwise.
 #pragma once
 
 #include <algorithm>
@@ -27,11 +28,12 @@ public:
 
     explicit RxRing(std::uint32_t size) : size_(size) {}
 
-    // The peer wrote `len` bytes at offset produced % size. False when that
-    // is not a write an honest peer can make (empty, overflow, crosses the end).
-    [[nodiscard]] bool on_write(std::uint32_t len) {
+    // The peer wrote `len` bytes at offset produced % size, past the end
+    // and on from the start if `may_cross_end`. False when that is not a
+    // write an honest peer can make (empty, overflow, crosses the end).
+    [[nodiscard]] bool on_write(std::uint32_t len, bool may_cross_end) {
         if (len == 0 || len > size_ - unread()) return false;
-        if (write_offset_ + len > size_) return false;
+        if (!may_cross_end && write_offset_ + len > size_) return false;
         produced_ += len;
         write_offset_ = ring_advance(write_offset_, len, size_);
         return true;

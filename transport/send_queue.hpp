@@ -25,16 +25,18 @@ public:
 
     explicit SendQueue(std::uint32_t depth) : depth_(depth), staging_end_(depth, 0) {}
 
-    [[nodiscard]] bool has_room() const { return outstanding() < depth_; }
+    // Room for `wrs` more WRs.
+    [[nodiscard]] bool has_room(std::uint32_t wrs = 1) const { return outstanding() + wrs <= depth_; }
     [[nodiscard]] std::uint32_t outstanding() const {
         return static_cast<std::uint32_t>(posted_ - completed_);
     }
     [[nodiscard]] bool idle() const { return posted_ == completed_; }
     [[nodiscard]] bool completed(std::uint64_t seq) const { return seq < completed_; }
 
-    // Whether the next WR must be signalled (see the header comment).
-    [[nodiscard]] bool must_signal(bool force) const {
-        return force || unsignalled_run_ + 1 >= kSignalEvery || outstanding() + 1 >= depth_ / 2;
+    // Whether the next WR must be signalled (see the header comment), when
+    // `ahead` unsignalled WRs go before it in the same post.
+    [[nodiscard]] bool must_signal(bool force, std::uint32_t ahead = 0) const {
+        return force || unsignalled_run_ + ahead + 1 >= kSignalEvery || outstanding() + ahead + 1 >= depth_ / 2;
     }
 
     // Records a posted WR and returns its sequence number (use it as wr_id).

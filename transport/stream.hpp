@@ -241,6 +241,8 @@ private:
     [[nodiscard]] std::uint64_t posted_staging_head() const { return staging_.head() - held_; }
     // Takes as much of the vector as fits now; returns the bytes taken.
     std::size_t post_iov(const iovec* iov, int iovcnt, bool more);
+    // Credits and send-queue room for one more message.
+    [[nodiscard]] bool data_room() const;
     [[nodiscard]] bool can_write_now() const;
     void fail(int code);
 
@@ -323,6 +325,7 @@ private:
     PeerRingWindow peer_;
     TxStaging staging_;
     const bool staging_wraps_;  // link_->staging_may_wrap(), asked once
+    bool ring_wraps_ = false;   // feature::kRingWrap agreed: messages may cross the end of either ring
     SendQueue sq_;
     SendCredits send_credits_;
     RecvCredits recv_credits_;

@@ -172,7 +172,7 @@ bool Stream::handle_receive(const ibv_wc& wc) {
 bool Stream::handle_data(std::uint32_t len) {
     if (phase_ != Phase::Established) return protocol_error("the peer wrote data before the handshake ended");
     if (peer_bytes_sent_) return protocol_error("the peer wrote data after its Close");
-    if (!rx_.on_write(len)) return protocol_error("the peer wrote outside its window of the RX ring");
+    if (!rx_.on_write(len, ring_wraps_)) return protocol_error("the peer wrote outside its window of the RX ring");
     sent_since_heard_ = false;
     if (slept_reply_since_) end_slept_reply_wait();  // the backend's usual way: spin(), a sleep, this
     return true;
@@ -304,8 +304,15 @@ void Stream::post_due() {
     }
 }
 
+bool Stream::data_room() const {
+    // A message may take two WRs (across the end of the peer's ring); the
+    // one slot this keeps back costs nothing a write could use at once, and
+    // spares every check from knowing where the next write will fall.
+    return send_credits_.can_send_data() && sq_.has_room(ring_wraps_ ? kMaxWritesPerMessage : 1);
+}
+
 bool Stream::can_write_now() const {
-    if (!send_credits_.can_send_data() || !sq_.has_room()) return false;
+    if (!data_room()) return false;
     // With bytes held, a write that cannot extend them posts them first:
     // progress either way, and the next look sees no hold.
     return held_ > 0 || hold_room(1) > 0;
@@ -313,9 +320,9 @@ bool Stream::can_write_now() const {
 
 std::uint32_t Stream::hold_room(std::uint32_t want) const {
     // Bytes added to a hold continue it in our staging buffer and in the
-    // peer's ring, so that the hold goes out as one WRITE.
+    // peer's ring, so that the hold goes out as one message.
     if (held_ > 0 && !staging_wraps_ && staging_.offset() == 0) return 0;  // the staging buffer wrapped
-    const std::uint32_t window = peer_.writable_contiguous();
+    const std::uint32_t window = ring_wraps_ ? peer_.writable() : peer_.writable_contiguous();
     if (window <= held_) return 0;
     const std::uint32_t room = std::min({want, kMaxWriteBytes - held_, window - held_});
     return staging_wraps_ ? staging_.free_space(room) : staging_.contiguous_free(room);
@@ -334,7 +341,7 @@ std::uint32_t Stream::post_data(const std::uint8_t* src, std::uint32_t len, bool
     // be among them. Nor for a peer that left: they could only be lost.
     if (error_ != 0 || peer_disconnected_) return 0;
     if (held_ > 0 && hold_room(len) == 0 && !post_held()) return 0;
-    if (!send_credits_.can_send_data() || !sq_.has_room()) return 0;
+    if (!data_room()) return 0;
     std::uint32_t chunk = hold_room(len);
     if (chunk < std::min(len, kMaxWriteBytes - held_)) {
         // Short of a whole WRITE: the completions of our last writes and the
@@ -358,8 +365,7 @@ std::uint32_t Stream::post_data(const std::uint8_t* src, std::uint32_t len, bool
 bool Stream::post_whole(const std::uint8_t* src, std::size_t len) {
     // What post_data() would take whole and post at once: the same room
     // (hold_room with nothing held) and the same credits and queue slot.
-    if (held_ != 0 || len == 0 || len > kMaxWriteBytes || !send_credits_.can_send_data() || !sq_.has_room())
-        return false;
+    if (held_ != 0 || len == 0 || len > kMaxWriteBytes || !data_room()) return false;
     const auto n = static_cast<std::uint32_t>(len);
     if (hold_room(n) != n) return false;
     fill_staging(src, n);
@@ -370,18 +376,33 @@ bool Stream::post_whole(const std::uint8_t* src, std::size_t len) {
 
 bool Stream::post_held() {
     if (held_ == 0) return true;
-    if (error_ != 0 || !send_credits_.can_send_data() || !sq_.has_room()) return false;
+    if (error_ != 0 || !data_room()) return false;
     const std::uint32_t offset = staging_.offset_before(held_);
-    const std::uint64_t seq = sq_.next_seq();
+    const std::uint64_t start = staging_.head() - held_;
     // From half the staging buffer on, ask for a completion so it frees up
     // (at half: a 64 KiB hold in the default 128 KiB buffer must free its
     // room before the next one fills the rest).
-    const bool signalled = sq_.must_signal(staging_.in_use() >= staging_.size() / 2);
-    if (!link_->post_write_imm(offset, held_, peer_ring_addr_ + peer_.write_offset(), peer_ring_rkey_, held_, seq,
-                               signalled)) {
+    const bool force = staging_.in_use() >= staging_.size() / 2;
+    // Up to the end of the peer's ring, and (ring_wraps_) the rest from its
+    // start: the first write plain and never signalled, the message's
+    // completion being the second's.
+    const std::uint32_t to_end = peer_.before_end(held_);
+    const bool split = to_end < held_;  // only with ring_wraps_: hold_room() kept it short otherwise
+    const std::uint64_t seq = sq_.next_seq();
+    const bool signalled = sq_.must_signal(force, split ? 1 : 0);
+    const std::uint64_t here = peer_ring_addr_ + peer_.write_offset();
+    std::array<RingWrite, kMaxWritesPerMessage> writes{};
+    if (split) {
+        writes[0] = {offset, to_end, here, seq, false};
+        writes[1] = {ring_advance(offset, to_end, staging_.size()), held_ - to_end, peer_ring_addr_, seq + 1, signalled};
+    } else {
+        writes[0] = {offset, held_, here, seq, signalled};
+    }
+    if (!link_->post_write_imm({writes.data(), split ? 2u : 1u}, peer_ring_rkey_, held_)) {
         fail(errno);
         return false;
     }
+    if (split) sq_.on_posted(false, start + to_end);
     sq_.on_posted(signalled, staging_.head());
     peer_.on_written(held_);
     send_credits_.use();

@@ -141,7 +141,7 @@ bool Stream::salvage_completion(const ibv_wc& wc) {
         return true;
     }
     if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM)
-        return phase_ == Phase::Established && !peer_bytes_sent_ && rx_.on_write(ntohl(wc.imm_data));
+        return phase_ == Phase::Established && !peer_bytes_sent_ && rx_.on_write(ntohl(wc.imm_data), ring_wraps_);
     if (wc.opcode == IBV_WC_RECV && wc.byte_len == protocol::kControlMessageSize) {
         const auto slot = static_cast<std::uint32_t>(wc.wr_id & ~kRecvWrFlag);
         const auto decoded = protocol::decode_control({link_->control_rx_slot(slot), wc.byte_len});

@@ -104,6 +104,7 @@ bool Stream::apply_agreement(const protocol::FeatureAgreement& agreed, std::uint
     keepalive_.set(interval, Millis{agreed.keepalive_timeout_ms});
     stats_.protocol_version = agreed.version;
     stats_.features = agreed.features;
+    ring_wraps_ = (agreed.features & protocol::feature::kRingWrap) != 0;
     stats_.keepalive_interval_ms = agreed.keepalive_interval_ms;
     stats_.keepalive_timeout_ms = agreed.keepalive_timeout_ms;
     // Without the keepalive feature the values mean nothing: no probes, no

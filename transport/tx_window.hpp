@@ -29,10 +29,18 @@ public:
         const std::uint64_t free = size_ - (written_ - peer_consumed_);
         return static_cast<std::uint32_t>(std::min<std::uint64_t>(free, size_ - write_offset_));
     }
+    // The same, past the end and on from the start (feature::kRingWrap).
+    [[nodiscard]] std::uint32_t writable() const {
+        return static_cast<std::uint32_t>(size_ - (written_ - peer_consumed_));
+    }
+    // Of `len` bytes written at write_offset(), those before the ring's end.
+    [[nodiscard]] std::uint32_t before_end(std::uint32_t len) const {
+        return std::min(len, size_ - write_offset_);
+    }
     // written % size.
     [[nodiscard]] std::uint32_t write_offset() const { return write_offset_; }
     // `len` at most the ring's size (an honest write: at most
-    // writable_contiguous()).
+    // writable()).
     void on_written(std::uint32_t len) {
         written_ += len;
         write_offset_ = ring_advance(write_offset_, len, size_);

@@ -82,7 +82,7 @@ TEST_CASE("decode consumes only the first message of a longer buffer") {
 TEST_CASE("GetServerFeature has the documented byte layout") {
     const ControlBytes expected{0x00, 0x00, 0x01, 0x00,                           // opcode, version, flags
                                 0x01, 0x01, 0x00, 0x40,                           // min, max, credits 64
-                                0, 0, 0, 0, 0, 0, 0, 0x1F,                        // features
+                                0, 0, 0, 0, 0, 0, 0, 0x3F,                        // features
                                 0x00, 0x04, 0x00, 0x00,                           // rx 256 KiB
                                 0x00, 0x00, 0x03, 0xE8,                           // interval 1000 ms
                                 0x00, 0x00, 0x13, 0x88,                           // timeout 5000 ms

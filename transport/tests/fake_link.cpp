@@ -77,6 +77,11 @@ bool FakeLink::send(std::uint64_t wr_id, bool signalled, bool solicited, ibv_wc_
         errno = ENOMEM;
         return false;
     }
+    if (sends_posted_ - sends_retired_ >= settings_.send_queue_depth) {  // the sender lost count
+        errno = ENOMEM;
+        return false;
+    }
+    ++sends_posted_;
     FakeLink* to = peer();
     // A cut wire, or a peer whose queue pair is gone: never acknowledged,
     // never completed (a real device would retry and then report
@@ -118,19 +123,30 @@ bool FakeLink::send(std::uint64_t wr_id, bool signalled, bool solicited, ibv_wc_
     return true;
 }
 
-bool FakeLink::post_write_imm(std::uint32_t staging_offset, std::uint32_t len, std::uint64_t remote_addr,
-                              std::uint32_t rkey, std::uint32_t imm, std::uint64_t wr_id, bool signalled) {
-    const std::uint32_t first = transport::first_piece(staging_offset, len, settings_.tx_buffer_size);
-    if (first == len)
-        return send(wr_id, signalled, true, IBV_WC_RECV_RDMA_WITH_IMM, true, local_.get() + staging_offset, len, imm,
-                    remote_addr, rkey);
-    // Gathered from the staging buffer's end and start, as a device's two
-    // scatter/gather entries; a link that cannot do that is never asked.
-    REQUIRE(wire_->staging_may_wrap);
-    std::vector<std::uint8_t> gathered(local_.get() + staging_offset, local_.get() + staging_offset + first);
-    gathered.insert(gathered.end(), local_.get(), local_.get() + (len - first));
-    ++wrapped_writes_;
-    return send(wr_id, signalled, true, IBV_WC_RECV_RDMA_WITH_IMM, true, gathered.data(), len, imm, remote_addr, rkey);
+bool FakeLink::post_write_imm(std::span<const transport::RingWrite> writes, std::uint32_t rkey, std::uint32_t imm) {
+    REQUIRE(!writes.empty());
+    REQUIRE(writes.size() <= transport::kMaxWritesPerMessage);
+    if (writes.size() > 1) ++ring_wrapped_messages_;
+    for (std::size_t i = 0; i < writes.size(); ++i) {
+        const transport::RingWrite& w = writes[i];
+        const bool last = i + 1 == writes.size();
+        const std::uint32_t first = transport::first_piece(w.staging_offset, w.len, settings_.tx_buffer_size);
+        // Gathered from the staging buffer's end and start, as a device's
+        // two scatter/gather entries; a link that cannot do that is never
+        // asked.
+        std::vector<std::uint8_t> bytes(local_.get() + w.staging_offset, local_.get() + w.staging_offset + first);
+        if (first < w.len) {
+            REQUIRE(wire_->staging_may_wrap);
+            bytes.insert(bytes.end(), local_.get(), local_.get() + (w.len - first));
+            ++wrapped_writes_;
+        }
+        const bool posted = last ? send(w.wr_id, w.signalled, true, IBV_WC_RECV_RDMA_WITH_IMM, true, bytes.data(),
+                                        w.len, imm, w.remote_addr, rkey)
+                                 : send(w.wr_id, w.signalled, false, IBV_WC_RDMA_WRITE, false, bytes.data(), w.len,
+                                        0, w.remote_addr, rkey);
+        if (!posted) return false;
+    }
+    return true;
 }
 
 bool FakeLink::staging_may_wrap() const { return wire_->staging_may_wrap; }
@@ -160,8 +176,10 @@ bool FakeLink::post_probe(std::uint64_t remote_addr, std::uint32_t rkey, std::ui
 int FakeLink::poll(std::span<ibv_wc> out) {
     std::size_t n = 0;
     while (n < out.size() && !cq_.empty()) {
-        out[n++] = cq_.front();
+        out[n] = cq_.front();
         cq_.pop_front();
+        if ((out[n].wr_id & transport::kRecvWrFlag) == 0) sends_retired_ = std::max(sends_retired_, out[n].wr_id + 1);
+        ++n;
     }
     return static_cast<int>(n);
 }

@@ -34,8 +34,7 @@ public:
     ~FakeLink() override;
 
     bool post_recv(std::uint32_t slot) override;
-    bool post_write_imm(std::uint32_t staging_offset, std::uint32_t len, std::uint64_t remote_addr,
-                        std::uint32_t rkey, std::uint32_t imm, std::uint64_t wr_id, bool signalled) override;
+    bool post_write_imm(std::span<const transport::RingWrite> writes, std::uint32_t rkey, std::uint32_t imm) override;
     bool post_control(std::uint32_t slot, const protocol::ControlBytes& bytes, std::uint64_t wr_id,
                       bool signalled, bool solicited) override;
     bool post_probe(std::uint64_t remote_addr, std::uint32_t rkey, std::uint64_t wr_id) override;
@@ -51,6 +50,8 @@ public:
     [[nodiscard]] int events_taken() const { return events_taken_; }
     // Data writes gathered from both ends of the staging buffer.
     [[nodiscard]] int wrapped_writes() const { return wrapped_writes_; }
+    // Messages written across the end of the peer's ring (two writes).
+    [[nodiscard]] int ring_wrapped_messages() const { return ring_wrapped_messages_; }
     [[nodiscard]] int completion_fd() const override { return completion_fd_.get(); }
     [[nodiscard]] int event_fd() const override { return event_fd_.get(); }
     bool take_peer_gone_event() override;
@@ -67,6 +68,8 @@ public:
     // Counters a test can check.
     [[nodiscard]] std::uint64_t probes_posted() const { return probes_posted_; }
     [[nodiscard]] std::size_t receives_posted() const { return posted_recvs_.size(); }
+    // Send WRs posted whose completion has not been polled (nor one after them).
+    [[nodiscard]] std::uint64_t sends_outstanding() const { return sends_posted_ - sends_retired_; }
 
 private:
     friend struct FakeWire;
@@ -92,8 +95,14 @@ private:
     int events_raised_ = 0;
     int events_taken_ = 0;
     int wrapped_writes_ = 0;
+    int ring_wrapped_messages_ = 0;
     bool gone_event_ = false;
     std::uint64_t probes_posted_ = 0;
+    // Send WRs posted, and those retired by a completion polled (wr_id is
+    // the sender's sequence number): a post beyond the send queue's depth
+    // fails as ibv_post_send does.
+    std::uint64_t sends_posted_ = 0;
+    std::uint64_t sends_retired_ = 0;
     transport::FileDescriptor completion_fd_;  // eventfd
     transport::FileDescriptor event_fd_;       // eventfd
 };

@@ -44,6 +44,28 @@ TEST_CASE("a full send queue always has a signalled request outstanding", "[send
     CHECK(any_signalled);
 }
 
+TEST_CASE("a request posted behind unsignalled ones in the same post counts them", "[send_queue]") {
+    SendQueue sq(64);
+    for (std::uint32_t i = 0; i + 2 < SendQueue::kSignalEvery; ++i) sq.on_posted(false, 0);
+    CHECK_FALSE(sq.must_signal(false));
+    CHECK(sq.must_signal(false, 1));  // the unsignalled WR ahead of it would end the run
+    SendQueue nearly_half(8);
+    nearly_half.on_posted(false, 0);
+    nearly_half.on_posted(false, 0);
+    CHECK_FALSE(nearly_half.must_signal(false));
+    CHECK(nearly_half.must_signal(false, 1));
+}
+
+TEST_CASE("room is asked for as many requests as a message takes", "[send_queue]") {
+    SendQueue sq(4);
+    sq.on_posted(false, 0);
+    sq.on_posted(false, 0);
+    CHECK(sq.has_room(2));
+    sq.on_posted(true, 0);
+    CHECK(sq.has_room());
+    CHECK_FALSE(sq.has_room(2));
+}
+
 TEST_CASE("forced signalling is honoured", "[send_queue]") {
     SendQueue sq(64);
     CHECK(sq.must_signal(true));

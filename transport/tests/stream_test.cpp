@@ -720,16 +720,26 @@ void read_available(Stream& to, std::vector<std::uint8_t>& in, std::size_t& got)
     for (ssize_t r; (r = to.read(in.data() + got, in.size() - got)) > 0;) got += static_cast<std::size_t>(r);
 }
 
-// 16 bytes, then 64 KiB messages: the third runs past the end of the
-// 128 KiB staging buffer (not past the peer's 256 KiB ring's).
-std::size_t writes_of_unaligned_messages(bool staging_may_wrap) {
-    auto s = establish(Settings{}, Settings{}, ~0ull, staging_may_wrap);
-    std::vector<std::uint8_t> data(16 + 3 * 64 * 1024);
+// What a stream of unaligned messages took.
+struct UnalignedWrites {
+    std::size_t writes = 0;          // messages posted (WRITE WITH IMM)
+    int staging_gathers = 0;         // writes gathered from both ends of staging
+    int ring_wrapped_messages = 0;   // messages across the end of the peer's ring
+};
+
+// 16 bytes, then `messages` messages of 64 KiB, read as they come: the
+// third runs past the end of the 128 KiB staging buffer, the fourth past
+// the end of the peer's 256 KiB ring.
+UnalignedWrites unaligned_messages(int messages, bool staging_may_wrap, std::uint64_t offer = ~0ull) {
+    auto s = establish(Settings{}, Settings{}, offer, staging_may_wrap);
+    std::vector<std::size_t> lens{16};
+    lens.insert(lens.end(), static_cast<std::size_t>(messages), std::size_t{64 * 1024});
+    std::vector<std::uint8_t> data(16 + static_cast<std::size_t>(messages) * 64 * 1024);
     for (std::size_t i = 0; i < data.size(); ++i) data[i] = pattern(i);
     std::vector<std::uint8_t> in(data.size());
     std::size_t sent = 0, got = 0;
     const std::uint64_t before = s->a->stats().writes_posted;
-    for (const std::size_t len : {std::size_t{16}, std::size_t{64 * 1024}, std::size_t{64 * 1024}, std::size_t{64 * 1024}}) {
+    for (const std::size_t len : lens) {
         for (std::size_t done = 0; done < len;) {
             const ssize_t w = write_bytes(*s->a, data.data() + sent + done, len - done);
             if (w > 0) done += static_cast<std::size_t>(w);
@@ -744,8 +754,8 @@ std::size_t writes_of_unaligned_messages(bool staging_may_wrap) {
         read_available(*s->b, in, got);
     }
     CHECK(in == data);
-    CHECK(s->link_a->wrapped_writes() == (staging_may_wrap ? 1 : 0));
-    return static_cast<std::size_t>(s->a->stats().writes_posted - before);
+    return {static_cast<std::size_t>(s->a->stats().writes_posted - before), s->link_a->wrapped_writes(),
+            s->link_a->ring_wrapped_messages()};
 }
 
 }  // namespace
@@ -753,7 +763,9 @@ std::size_t writes_of_unaligned_messages(bool staging_may_wrap) {
 TEST_CASE("a write that runs past the staging buffer's end goes out whole, gathered from both ends", "[stream]") {
     // A stream whose offsets are off the 64 KiB grid (any real one) would
     // otherwise cut a 64 KiB message in two at every other one.
-    CHECK(writes_of_unaligned_messages(true) == 4);
+    const UnalignedWrites w = unaligned_messages(3, true);
+    CHECK(w.writes == 4);
+    CHECK(w.staging_gathers == 1);
 }
 
 TEST_CASE("a write short of staging room takes the completions waiting for it before cutting itself", "[stream]") {
@@ -798,7 +810,63 @@ TEST_CASE("a MSG_MORE hold that runs past the staging buffer's end goes out as o
 }
 
 TEST_CASE("a link that cannot gather cuts the write at the staging buffer's end and loses nothing", "[stream]") {
-    CHECK(writes_of_unaligned_messages(false) == 5);
+    const UnalignedWrites w = unaligned_messages(3, false);
+    CHECK(w.writes == 5);
+    CHECK(w.staging_gathers == 0);
+}
+
+TEST_CASE("a message that runs past the end of the peer's ring goes out whole, as a WRITE and a WRITE WITH IMM",
+          "[stream]") {
+    const UnalignedWrites w = unaligned_messages(5, true);
+    CHECK(w.writes == 6);
+    CHECK(w.ring_wrapped_messages == 1);
+}
+
+TEST_CASE("with a peer that does not take messages across its ring's end, a message is cut there and loses nothing",
+          "[stream]") {
+    const UnalignedWrites w = unaligned_messages(5, true, ~pg_rdma::protocol::feature::kRingWrap);
+    CHECK(w.writes == 7);
+    CHECK(w.ring_wrapped_messages == 0);
+}
+
+TEST_CASE("a message across the end of the peer's ring waits for two send-queue slots, not one", "[stream]") {
+    Settings tight = small_rings();
+    tight.send_queue_depth = pg_rdma::transport::kMinSendQueueDepth;  // 4
+    auto s = establish(tight, tight);
+    pump(*s->a, *s->b, tight.rx_buffer_size - 10);  // 10 bytes short of the end of b's ring
+    (void)s->a->poll_events(POLLOUT);
+    std::string expected;
+    // One-byte messages, their completions left in the queue, until one
+    // slot is free.
+    while (s->link_a->sends_outstanding() < 3) {
+        REQUIRE(expected.size() < 8);
+        REQUIRE(write_bytes(*s->a, "x", 1) == 1);
+        expected += 'x';
+    }
+    REQUIRE(s->link_a->sends_outstanding() == 3);
+    const std::string across = "0123456789abcdefghij";  // from 10 - expected.size() bytes before the end
+    REQUIRE(write_bytes(*s->a, across.data(), across.size()) == static_cast<ssize_t>(across.size()));
+    CHECK(s->link_a->ring_wrapped_messages() == 1);
+    expected += across;
+    std::string in(expected.size(), '\0');
+    std::size_t got = 0;
+    while (got < in.size()) {
+        REQUIRE((s->b->wait(POLLIN, 1000ms) & POLLIN) != 0);
+        const ssize_t r = s->b->read(in.data() + got, in.size() - got);
+        REQUIRE(r > 0);
+        got += static_cast<std::size_t>(r);
+    }
+    CHECK(in == expected);
+}
+
+TEST_CASE("bytes stream intact across both rings' ends through the smallest send queue", "[stream]") {
+    Settings tight = small_rings();
+    tight.send_queue_depth = pg_rdma::transport::kMinSendQueueDepth;
+    auto s = establish(tight, tight);
+    pump(*s->a, *s->b, 1 << 20);
+    pump(*s->b, *s->a, 300'000, true);
+    CHECK(s->link_a->ring_wrapped_messages() > 0);
+    CHECK(s->link_b->ring_wrapped_messages() > 0);
 }
 
 TEST_CASE("bytes stream through small rings intact on a link that cannot gather", "[stream]") {

@@ -23,6 +23,20 @@ TEST_CASE("peer window shrinks as bytes are written and grows with CreditUpdates
     CHECK(w.writable_contiguous() == 2000);
 }
 
+TEST_CASE("peer window across the ring's end: all free bytes, and the part before the end", "[tx_window]") {
+    PeerRingWindow w;
+    w.reset(4096);
+    w.on_written(3000);
+    REQUIRE(w.on_peer_consumed(2000));
+    CHECK(w.writable() == 3096);  // 1096 before the end, 2000 from the start
+    CHECK(w.before_end(3096) == 1096);
+    CHECK(w.before_end(500) == 500);
+    w.on_written(3096);
+    CHECK(w.write_offset() == 2000);
+    CHECK(w.writable() == 0);
+    CHECK(w.before_end(1) == 1);
+}
+
 TEST_CASE("peer window rejects CreditUpdates that go backwards or overshoot", "[tx_window]") {
     PeerRingWindow w;
     w.reset(4096);
@@ -36,6 +50,7 @@ TEST_CASE("peer window rejects CreditUpdates that go backwards or overshoot", "[
 TEST_CASE("peer window of an unknown ring allows nothing", "[tx_window]") {
     PeerRingWindow w;
     CHECK(w.writable_contiguous() == 0);
+    CHECK(w.writable() == 0);
 }
 
 TEST_CASE("staging hands out contiguous space and frees it in order", "[tx_window]") {

@@ -214,9 +214,9 @@ TEST_CASE("a peer writing beyond the ring window it was given fails the connecti
         accepted_pipe.recv_u32();
         const protocol::XferMemory ring = evil.victim_ring();
         if (ring.addr == 0) return 93;
-        if (!evil.endpoint().post_write_imm(0, 4096, ring.addr, ring.rkey, ring.length + 1, 100, true)) return 94;
+        const transport::RingWrite write{0, 4096, ring.addr, 100, true};
+        if (!evil.endpoint().post_write_imm({&write, 1}, ring.rkey, ring.length + 1)) return 94;
         return evil.disconnected_within(10s) ? 0 : 1;
-        return 0;
     });
     Rendezvous rendezvous(port_pipe, Settings{});
     auto conn = rendezvous.accept();
