@@ -3,6 +3,9 @@
 
 #include <sys/socket.h>
 
+#include <cstdio>
+#include <vector>
+
 #include "with_peer.hpp"
 
 using namespace pg_rdma::test;
@@ -97,6 +100,51 @@ TEST_CASE("a process that writes and exits without closing delivers every byte",
         },
         [](Connection& conn, PeerProcess&) {
             REQUIRE(read_pattern(conn, kBytes, kChildSeed));
+            CHECK(read_eof(conn));
+        });
+}
+
+TEST_CASE("64 KiB messages off the rings' grid go out as one WRITE WITH IMM each, across both rings' ends",
+          "[rdma][stream]") {
+    // A 16-byte header, then messages each read and answered before the
+    // next: every message finds room, so only the ends of the 128 KiB
+    // staging ring and of the peer's 256 KiB RX ring could cut one. Nine
+    // cross the staging end four times and the RX ring's end twice, as two
+    // scatter/gather entries and as a plain WRITE chained before the WRITE
+    // WITH IMM on the real device.
+    static constexpr std::size_t kHeader = 16;
+    static constexpr std::size_t kMessage = 64 * 1024;
+    static constexpr std::size_t kMessages = 9;
+    static constexpr std::size_t kTotal = kHeader + kMessages * kMessage;
+    with_peer(
+        Settings{},
+        [](Connection& conn) {
+            std::vector<std::uint8_t> data(kTotal);
+            fill_pattern(data.data(), data.size(), kChildSeed);
+            const std::uint64_t before = conn.stats().writes_posted;
+            if (!write_all(conn, data.data(), kHeader)) return 1;
+            for (std::size_t i = 0; i < kMessages; ++i) {
+                std::uint8_t ack = 0;
+                if (!write_all(conn, data.data() + kHeader + i * kMessage, kMessage) || !read_exact(conn, &ack, 1))
+                    return 2;
+            }
+            const std::uint64_t writes = conn.stats().writes_posted - before;
+            if (writes != kMessages + 1) {
+                std::fprintf(stderr, "child: %llu WRITE WITH IMM for %zu messages\n",
+                             static_cast<unsigned long long>(writes), kMessages + 1);
+                return 3;
+            }
+            return conn.close() == 0 ? 0 : 4;
+        },
+        [](Connection& conn, PeerProcess&) {
+            std::vector<std::uint8_t> in(kTotal);
+            REQUIRE(read_exact(conn, in.data(), kHeader));
+            for (std::size_t i = 0; i < kMessages; ++i) {
+                REQUIRE(read_exact(conn, in.data() + kHeader + i * kMessage, kMessage));
+                const std::uint8_t ack = 1;
+                REQUIRE(write_all(conn, &ack, 1));
+            }
+            CHECK(check_pattern(in.data(), in.size(), kChildSeed));
             CHECK(read_eof(conn));
         });
 }
