@@ -51,8 +51,7 @@ db_start() {
     "log_connections = off" "log_disconnections = off" || return 1
   case $client in
     '' | 10.99.0.*) ;;
-    *) printf 'host %s all %s/32 scram-sha-256\n' all "$client" replication "$client" |
-         _pg_cluster_append "$PG_CLUSTER_DATA/pg_hba.conf" ;;
+    *) printf 'host %s all %s/32 scram-sha-256\n' all "$client" replication "$client" | pg_cluster_hba_add ;;
   esac
   pg_cluster_start || return 1
   DB_PASSWORD=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
@@ -171,8 +170,7 @@ db_version() { "$PG_CLUSTER_BIN/postgres" --version; }
 # db_stop: stops the cluster and removes its directory.
 db_stop() {
   db_lib
-  _pg_cluster_works=("$PG_CLUSTER_WORK")
-  pg_cluster_cleanup
+  pg_cluster_adopt "$PG_CLUSTER_WORK" && pg_cluster_cleanup
 }
 
 # db_server_main ARG...: the command line (the top of this file).
@@ -186,7 +184,7 @@ db_server_main() {
     PG_CLUSTER_PORT=$4
     db_start "$2" "$5" || return 1
     # The cluster outlives this call: regress/pg's EXIT trap must not stop it.
-    _pg_cluster_works=()
+    pg_cluster_disown
     echo "$PG_CLUSTER_WORK $DB_PASSWORD"
     return 0
   fi
@@ -194,11 +192,11 @@ db_server_main() {
     sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0" >&2
     return 2
   fi
-  # The cluster's variables (regress/pg's pg_cluster_use, without loading
-  # the library): `declare -g`, as a function's `declare` would make locals.
-  local env
-  env=$(<"$1/cluster.env") || return 1
-  eval "${env//declare -- /declare -g }"
+  # Only the cluster's variables: the whole library is loaded by the
+  # steps that need it (db_lib).
+  # shellcheck source=regress/pg/cluster_env.sh
+  . "$DB_SERVER_HERE/../regress/pg/cluster_env.sh"
+  pg_cluster_use "$1" || return 1
   local fn=$2
   shift 2
   "$fn" "$@"

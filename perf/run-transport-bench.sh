@@ -186,13 +186,14 @@ with_cpu() (
 
 # on_server TAG CMD...: runs a server bounded by PAIR_TIMEOUT_S: here, or
 # on the peer through perf/peer-server.sh (TAG names it there, for
-# stop_server), ssh bounded a little later than the server.
-readonly SSH_GRACE_S=10
+# stop_server), ssh bounded a little later than the server, by peer.sh's
+# grace. Not on_peer_within: peer-server.sh bounds the server itself, so
+# that the CPU line it prints at the end comes after a timeout too.
 on_server() {
   local tag=$1
   shift
   if [ -z "$PEER" ]; then timeout "$PAIR_TIMEOUT_S" "$@"; return; fi
-  timeout $((PAIR_TIMEOUT_S + SSH_GRACE_S)) \
+  timeout $((PAIR_TIMEOUT_S + PEER_SSH_GRACE_S)) \
     ssh "${PEER_SSH_OPTIONS[@]}" "$PEER" "$(printf '%q ' "$HERE/peer-server.sh" "$tag" "$PAIR_TIMEOUT_S" "$@")"
 }
 

@@ -22,6 +22,8 @@ PG_RDMA_ROOT=${PG_RDMA_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 . "$PG_RDMA_ROOT/regress/pg/certs.sh"
 # shellcheck source=regress/pg/initdb_cache.sh
 . "$PG_RDMA_ROOT/regress/pg/initdb_cache.sh"
+# shellcheck source=regress/pg/cluster_env.sh
+. "$PG_RDMA_ROOT/regress/pg/cluster_env.sh"
 
 PG_CLUSTER_TIMEOUT=${PG_CLUSTER_TIMEOUT:-60}
 _pg_cluster_works=()
@@ -93,14 +95,22 @@ pg_cluster_init() {
     } | _pg_cluster_append "$PG_CLUSTER_DATA/pg_hba.conf"
 }
 
-# pg_cluster_use WORK: makes the cluster in WORK the current one. cluster.env
-# holds `declare --` lines, which inside this function would only make
-# locals: they are read as global declarations.
-pg_cluster_use() {
-    local env
-    env=$(<"${1:?pg_cluster_use WORK}/cluster.env") || return 1
-    eval "${env//declare -- /declare -g }"
+# pg_cluster_adopt WORK: the cluster in WORK (made by pg_cluster_init in
+# another shell) becomes current and is stopped by this shell's cleanup.
+pg_cluster_adopt() {
+    pg_cluster_use "${1:?pg_cluster_adopt WORK}" || return 1
+    local work
+    for work in "${_pg_cluster_works[@]}"; do [ "$work" != "$PG_CLUSTER_WORK" ] || return 0; done
+    _pg_cluster_works+=("$PG_CLUSTER_WORK")
 }
+
+# pg_cluster_disown: every cluster this shell made outlives it (its cleanup
+# leaves them running), for pg_cluster_adopt in a later shell.
+pg_cluster_disown() { _pg_cluster_works=(); }
+
+# pg_cluster_hba_add: the lines on stdin onto the end of the current
+# cluster's pg_hba.conf (read at the next start or reload).
+pg_cluster_hba_add() { _pg_cluster_append "$PG_CLUSTER_DATA/pg_hba.conf"; }
 
 # pg_cluster_log: the server log's path.
 pg_cluster_log() { echo "$PG_CLUSTER_WORK/postgres.log"; }
@@ -172,8 +182,11 @@ pg_cluster_psql_tcp() {
 # in the cluster's password file for pg_cluster_client.
 pg_cluster_set_password() {
     local role=${1:?pg_cluster_set_password ROLE PASSWORD} password=${2:?pg_cluster_set_password ROLE PASSWORD}
-    # psql variables quote the names and the password; -c would not expand them.
-    pg_cluster_psql -q -v role="$role" -v password="$password" <<'SQL' || return 1
+    # psql variables quote the names and the password; -c would not expand
+    # them. The password comes through the environment (\getenv), which only
+    # its owner can read, not on psql's command line, which anyone can.
+    PG_CLUSTER_NEW_PASSWORD=$password pg_cluster_psql -q -v role="$role" <<'SQL' || return 1
+\getenv password PG_CLUSTER_NEW_PASSWORD
 SELECT format('CREATE ROLE %I LOGIN', :'role')
  WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = :'role') \gexec
 ALTER ROLE :"role" LOGIN PASSWORD :'password';
