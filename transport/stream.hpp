@@ -216,19 +216,22 @@ private:
     // Takes up to `len` bytes into the hold; posts the hold unless `more`
     // and it can still grow. Returns the bytes taken (0: blocked or failed).
     std::uint32_t post_data(const std::uint8_t* src, std::uint32_t len, bool more);
-    // How many of `want` bytes can join the hold (one WRITE: contiguous in
-    // the peer's ring, and in staging unless the link gathers across its
-    // end; kMaxWriteBytes at most).
+    // How many of `want` bytes can join the hold (one message: contiguous
+    // in the peer's ring unless both ends agreed on kRingWrap, and in
+    // staging unless the link gathers across its end; kMaxWriteBytes at
+    // most).
     [[nodiscard]] std::uint32_t hold_room(std::uint32_t want) const;
     // Copies `len` bytes (at most hold_room's) to the staging head.
     void fill_staging(const std::uint8_t* src, std::uint32_t len);
     // The common write (a query, a reply): nothing held, no MSG_MORE, and
-    // all `len` bytes fit one WRITE now. Copies and posts them without the
+    // all `len` bytes fit one message now. Copies and posts them without the
     // hold's bookkeeping; false, having done nothing, when they do not fit
     // (post_data's way then decides). A failed post leaves error_ set.
     bool post_whole(const std::uint8_t* src, std::size_t len);
-    // Posts the held bytes as one RDMA WRITE WITH IMM; true when nothing is
-    // held any more. False without credits or room in the send queue.
+    // Posts the held bytes as one message: a WRITE WITH IMM, preceded by a
+    // plain WRITE when it crosses the end of the peer's ring (kRingWrap);
+    // true when nothing is held any more. False without credits or room in
+    // the send queue.
     bool post_held();
     // post_held() where a call other than a MSG_MORE write begins. Inline:
     // every read and wait calls it, and mostly nothing is held.
@@ -241,7 +244,8 @@ private:
     [[nodiscard]] std::uint64_t posted_staging_head() const { return staging_.head() - held_; }
     // Takes as much of the vector as fits now; returns the bytes taken.
     std::size_t post_iov(const iovec* iov, int iovcnt, bool more);
-    // Credits and send-queue room for one more message.
+    // Credits and send-queue room for one more message (two slots where it
+    // may cross the end of the peer's ring).
     [[nodiscard]] bool data_room() const;
     [[nodiscard]] bool can_write_now() const;
     void fail(int code);

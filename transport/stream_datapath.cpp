@@ -72,7 +72,7 @@ bool Stream::progress() {
 bool Stream::take_in(unsigned pending) {
     // Every step runs even after a failure, so events are consumed and fd()
     // reports the failure as readiness. A hold goes first: a keepalive
-    // probe must not take the send queue slot it needs.
+    // probe must not take a send queue slot it needs.
     end_hold();
     if ((pending & EventSet::kTick) != 0 && events_.take_tick()) handle_keepalive_tick();
     if ((pending & EventSet::kCm) != 0) handle_cm_events();
@@ -305,10 +305,11 @@ void Stream::post_due() {
 }
 
 bool Stream::data_room() const {
-    // A message may take two WRs (across the end of the peer's ring); the
-    // one slot this keeps back costs nothing a write could use at once, and
-    // spares every check from knowing where the next write will fall.
-    return send_credits_.can_send_data() && sq_.has_room(ring_wraps_ ? kMaxWritesPerMessage : 1);
+    // A message within kMaxWriteBytes of the end of the peer's ring may
+    // cross it and take two WRs. The next message (or a hold's growth)
+    // starts where the peer's ring was left, so this holds for any of them.
+    const bool may_cross = ring_wraps_ && peer_.before_end(kMaxWriteBytes) < kMaxWriteBytes;
+    return send_credits_.can_send_data() && sq_.has_room(may_cross ? kMaxWritesPerMessage : 1);
 }
 
 bool Stream::can_write_now() const {

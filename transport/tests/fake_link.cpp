@@ -139,6 +139,7 @@ bool FakeLink::post_write_imm(std::span<const transport::RingWrite> writes, std:
             REQUIRE(wire_->staging_may_wrap);
             bytes.insert(bytes.end(), local_.get(), local_.get() + (w.len - first));
             ++wrapped_writes_;
+            if (writes.size() > 1) ++gathered_ring_pieces_;
         }
         const bool posted = last ? send(w.wr_id, w.signalled, true, IBV_WC_RECV_RDMA_WITH_IMM, true, bytes.data(),
                                         w.len, imm, w.remote_addr, rkey)

@@ -52,6 +52,8 @@ public:
     [[nodiscard]] int wrapped_writes() const { return wrapped_writes_; }
     // Messages written across the end of the peer's ring (two writes).
     [[nodiscard]] int ring_wrapped_messages() const { return ring_wrapped_messages_; }
+    // Writes of such messages that also gathered from both ends of staging.
+    [[nodiscard]] int gathered_ring_pieces() const { return gathered_ring_pieces_; }
     [[nodiscard]] int completion_fd() const override { return completion_fd_.get(); }
     [[nodiscard]] int event_fd() const override { return event_fd_.get(); }
     bool take_peer_gone_event() override;
@@ -96,6 +98,7 @@ private:
     int events_taken_ = 0;
     int wrapped_writes_ = 0;
     int ring_wrapped_messages_ = 0;
+    int gathered_ring_pieces_ = 0;
     bool gone_event_ = false;
     std::uint64_t probes_posted_ = 0;
     // Send WRs posted, and those retired by a completion polled (wr_id is

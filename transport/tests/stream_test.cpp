@@ -7,6 +7,8 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <array>
+#include <cerrno>
 #include <chrono>
 #include <functional>
 #include <string>
@@ -728,8 +730,9 @@ struct UnalignedWrites {
 };
 
 // 16 bytes, then `messages` messages of 64 KiB, read as they come: the
-// third runs past the end of the 128 KiB staging buffer, the fourth past
-// the end of the peer's 256 KiB ring.
+// second message runs past the end of the 128 KiB staging buffer, the
+// fourth past the end of the peer's 256 KiB ring (there at a staging end
+// too: 128 KiB divides 256).
 UnalignedWrites unaligned_messages(int messages, bool staging_may_wrap, std::uint64_t offer = ~0ull) {
     auto s = establish(Settings{}, Settings{}, offer, staging_may_wrap);
     std::vector<std::size_t> lens{16};
@@ -855,6 +858,39 @@ TEST_CASE("a message across the end of the peer's ring waits for two send-queue 
         read_available(*s->b, in, got);
     }
     CHECK(std::string(in.begin(), in.end()) == expected);
+}
+
+TEST_CASE("a message across the peer's ring's end arrives intact when staging wraps inside either of its writes",
+          "[stream]") {
+    // Staging sizes that do not divide the peer's ring: its end falls
+    // anywhere in a staging wrap, so either write of a message may gather.
+    const std::uint32_t staging = GENERATE(10000u, 5000u, 20u * 1024 + 7);
+    const bool gather = GENERATE(true, false);
+    const bool more = GENERATE(false, true);
+    INFO("staging " << staging << (gather ? ", gathering" : "") << (more ? ", MSG_MORE" : ""));
+    Settings sa = small_rings(), sb = small_rings();  // b's ring: 16 KiB
+    sa.tx_buffer_size = staging;
+    auto s = establish(sa, sb, ~0ull, gather);
+    pump(*s->a, *s->b, 1 << 20, more);
+    CHECK(s->link_a->ring_wrapped_messages() > 0);
+    if (gather) CHECK(s->link_a->gathered_ring_pieces() > 0);
+}
+
+TEST_CASE("a peer that did not agree on messages across its ring's end refuses one", "[stream]") {
+    const Settings small = small_rings();
+    auto s = establish(small, small, ~pg_rdma::protocol::feature::kRingWrap);
+    pump(*s->a, *s->b, small.rx_buffer_size - 100);  // b's ring written to 100 bytes short of its end
+    // What an honest a cuts in two: 200 bytes from there, as one message.
+    const pg_rdma::protocol::XferMemory ring = s->link_b->rx_ring_announcement();
+    const std::array<pg_rdma::transport::RingWrite, 2> writes{{
+        {0, 100, ring.addr + small.rx_buffer_size - 100, 1000, false},
+        {100, 100, ring.addr, 1001, false},
+    }};
+    REQUIRE(s->link_a->post_write_imm(writes, ring.rkey, 200));
+    std::uint8_t buf[512];
+    CHECK(s->b->read(buf, sizeof buf) == -1);
+    CHECK(errno == EPROTO);
+    CHECK_THAT(s->b->failure_reason(), testing::contains_text("outside its window"));
 }
 
 TEST_CASE("bytes stream intact across both rings' ends through the smallest send queue", "[stream]") {

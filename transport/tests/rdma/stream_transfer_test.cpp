@@ -104,20 +104,20 @@ TEST_CASE("a process that writes and exits without closing delivers every byte",
         });
 }
 
-TEST_CASE("64 KiB messages off the rings' grid go out as one WRITE WITH IMM each, across both rings' ends",
-          "[rdma][stream]") {
-    // A 16-byte header, then messages each read and answered before the
-    // next: every message finds room, so only the ends of the 128 KiB
-    // staging ring and of the peer's 256 KiB RX ring could cut one. Nine
-    // cross the staging end four times and the RX ring's end twice, as two
-    // scatter/gather entries and as a plain WRITE chained before the WRITE
-    // WITH IMM on the real device.
+namespace {
+
+// A 16-byte header, then 64 KiB messages each read and answered before the
+// next: every message finds room, so only the ends of the staging ring and
+// of the peer's 256 KiB RX ring could cut one. Nine cross the RX ring's end
+// twice, as a plain WRITE chained before the WRITE WITH IMM on the real
+// device, and the staging ring's end as two scatter/gather entries.
+void one_write_with_imm_per_message(const Settings& settings) {
     static constexpr std::size_t kHeader = 16;
     static constexpr std::size_t kMessage = 64 * 1024;
     static constexpr std::size_t kMessages = 9;
     static constexpr std::size_t kTotal = kHeader + kMessages * kMessage;
     with_peer(
-        Settings{},
+        settings,
         [](Connection& conn) {
             std::vector<std::uint8_t> data(kTotal);
             fill_pattern(data.data(), data.size(), kChildSeed);
@@ -147,4 +147,19 @@ TEST_CASE("64 KiB messages off the rings' grid go out as one WRITE WITH IMM each
             CHECK(check_pattern(in.data(), in.size(), kChildSeed));
             CHECK(read_eof(conn));
         });
+}
+
+}  // namespace
+
+TEST_CASE("64 KiB messages off the rings' grid go out as one WRITE WITH IMM each, across both rings' ends",
+          "[rdma][stream]") {
+    one_write_with_imm_per_message(Settings{});  // 128 KiB of staging: the RX ring's end meets a staging end
+}
+
+TEST_CASE("a message across the RX ring's end gathers from both ends of staging on the real device", "[rdma][stream]") {
+    // 100 KiB of staging: the RX ring's ends fall inside staging wraps, so
+    // a chained write itself carries two scatter/gather entries.
+    Settings settings;
+    settings.tx_buffer_size = 100 * 1024;
+    one_write_with_imm_per_message(settings);
 }
