@@ -962,18 +962,18 @@ TEST_CASE("MSG_MORE streams arrive in order across ring and staging wraps, with 
 TEST_CASE("a reader asleep is woken by the peer's data, not by the peer's credit grants", "[stream][solicited]") {
     auto s = establish(quiet_small_rings(), quiet_small_rings());
     REQUIRE((s->a->stats().features & pg_rdma::protocol::feature::kSolicitedEvents) != 0);
-    // a sends b a quarter of b's ring (16 KiB): b's read of it makes a
+    // a sends b half of b's ring (16 KiB): b's read of it makes a
     // CreditUpdate due.
-    std::vector<std::uint8_t> data(4096, 7);
-    REQUIRE(write_bytes(*s->a, data.data(), data.size()) == 4096);
+    std::vector<std::uint8_t> data(8192, 7);
+    REQUIRE(write_bytes(*s->a, data.data(), data.size()) == 8192);
     // a waits for a reply: asleep, armed for solicited completions only.
     CHECK(s->a->poll_events(POLLIN) == 0);
     CHECK(s->link_a->armed_solicited_only());
     const int raised = s->link_a->events_raised();
     REQUIRE((s->b->wait(POLLIN, 1000ms) & POLLIN) != 0);
     const std::uint64_t grants = s->b->stats().control_sent;
-    std::vector<std::uint8_t> in(8192);
-    REQUIRE(s->b->read(in.data(), in.size()) == 4096);
+    std::vector<std::uint8_t> in(16384);
+    REQUIRE(s->b->read(in.data(), in.size()) == 8192);
     CHECK(s->b->stats().control_sent == grants + 1);
     // The grant is in a's CQ, and a slept on.
     CHECK(s->link_a->events_raised() == raised);
@@ -988,17 +988,20 @@ TEST_CASE("credit grants wake a sleeping reader once the granting side runs low 
           "[stream][solicited]") {
     // Each CreditUpdate b sends uses one of b's credits, which a gives back
     // only once it has polled it: asleep on solicited completions, a must
-    // still be woken before b has none left for its reply.
-    auto s = establish(quiet_small_rings(), quiet_small_rings());
-    std::vector<std::uint8_t> data(4096, 7), in(4096);
-    for (int i = 0; i < 3; ++i) REQUIRE(write_bytes(*s->a, data.data(), data.size()) == 4096);
+    // still be woken before b has none left for its reply. a's 6 credits
+    // for b: b's second CreditUpdate leaves it 4, at most half.
+    Settings sa = quiet_small_rings();
+    sa.credits = 6;
+    auto s = establish(sa, quiet_small_rings());
+    std::vector<std::uint8_t> data(8192, 7), in(8192);
+    for (int i = 0; i < 2; ++i) REQUIRE(write_bytes(*s->a, data.data(), data.size()) == 8192);
     CHECK(s->a->poll_events(POLLIN) == 0);  // a waits for the reply
     REQUIRE(s->link_a->armed_solicited_only());
     const std::uint64_t grants = s->b->stats().control_sent;
     REQUIRE((s->b->wait(POLLIN, 1000ms) & POLLIN) != 0);
     while (s->b->read(in.data(), in.size()) > 0) {
     }
-    REQUIRE(s->b->stats().control_sent >= grants + 3);  // one per quarter of b's ring
+    REQUIRE(s->b->stats().control_sent >= grants + 2);  // one per half of b's ring
     CHECK(readable_now(s->a->fd()));
     (void)s->a->poll_events(POLLIN);  // a takes them in and grants b credits back
     CHECK(write_bytes(*s->b, "r", 1) == 1);
@@ -1054,11 +1057,12 @@ TEST_CASE("with a peer that does not offer solicited events, a reader sleeps arm
         CHECK(link->armed());
         CHECK_FALSE(link->armed_solicited_only());
     }
-    // The peer's grants still wake a: as before the feature existed.
-    std::vector<std::uint8_t> data(4096, 7), in(8192);
-    REQUIRE(write_bytes(*s->a, data.data(), data.size()) == 4096);
+    // The peer's grants still wake a: as before the feature existed. Half
+    // of b's ring makes one due.
+    std::vector<std::uint8_t> data(8192, 7), in(16384);
+    REQUIRE(write_bytes(*s->a, data.data(), data.size()) == 8192);
     CHECK(s->a->poll_events(POLLIN) == 0);
     REQUIRE((s->b->wait(POLLIN, 1000ms) & POLLIN) != 0);
-    REQUIRE(s->b->read(in.data(), in.size()) == 4096);
+    REQUIRE(s->b->read(in.data(), in.size()) == 8192);
     CHECK(readable_now(s->a->fd()));
 }
