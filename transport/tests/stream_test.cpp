@@ -988,8 +988,9 @@ TEST_CASE("credit grants wake a sleeping reader once the granting side runs low 
           "[stream][solicited]") {
     // Each CreditUpdate b sends uses one of b's credits, which a gives back
     // only once it has polled it: asleep on solicited completions, a must
-    // still be woken before b has none left for its reply. a's 6 credits
-    // for b: b's second CreditUpdate leaves it 4, at most half.
+    // still be woken before b has none left for its reply. a gives b 6
+    // credits: a CreditUpdate that leaves b half of them or fewer wakes a,
+    // and b's two (one per half of its ring) get there.
     Settings sa = quiet_small_rings();
     sa.credits = 6;
     auto s = establish(sa, quiet_small_rings());
