@@ -12,9 +12,11 @@
 //            protocol (the connection is then closed).
 //   write()/writev() return bytes accepted (maybe fewer than asked), 0 for
 //            zero bytes, EAGAIN when the peer's ring, the credits or the local
-//            staging buffer are full, EPIPE after shutdown(SHUT_WR) or once
-//            the peer closed and went away. The pieces of one writev() travel
-//            together (one RDMA WRITE where they fit).
+//            staging buffer are full, EPIPE after shutdown(SHUT_WR). Once
+//            the peer closed and went away, the first write is taken and its
+//            bytes lost, as TCP takes one before the peer's RST, and the
+//            next ones fail with EPIPE (close() then returns -1). The pieces
+//            of one writev() travel together (one RDMA WRITE where they fit).
 //   send(buf, len, flags) is write() with send(2)'s flags: MSG_MORE says
 //            more bytes follow at once, so these may be held in the staging
 //            buffer and go out with them as one RDMA WRITE (fewer, larger

@@ -88,8 +88,9 @@ ssize_t Stream::writev(const iovec* iov, int iovcnt, bool more) {
     for (int i = 0; i < iovcnt; ++i) wanted += iov[i].iov_len;
     if (over_tcp()) return wanted == 0 ? 0 : tcp_writev(iov, iovcnt, more);
     if (error_ != 0) return errno = error_, -1;
-    if (close_queued_ || peer_disconnected_) return errno = EPIPE, -1;
+    if (close_queued_) return errno = EPIPE, -1;
     if (wanted == 0) return 0;  // as send(2): nothing to do is not "would block"
+    if (peer_disconnected_) return write_to_departed_peer(wanted);
     write_blocked_ = false;
     if (iovcnt == 1 && !more && post_whole(static_cast<const std::uint8_t*>(iov[0].iov_base), wanted)) {
         // Posted: a failure from here on is the failover's to mend (the
@@ -111,11 +112,24 @@ ssize_t Stream::writev(const iovec* iov, int iovcnt, bool more) {
     }
     if (error_ != 0) return over_tcp() ? tcp_writev(iov, iovcnt, more) : (errno = error_, -1);
     // Its Close and disconnect came in while this call looked for room.
-    if (peer_disconnected_) return errno = EPIPE, -1;
+    if (peer_disconnected_) return write_to_departed_peer(wanted);
     write_blocked_ = true;
     ++stats_.write_blocked;
     update_readiness();
     return errno = EAGAIN, -1;
+}
+
+ssize_t Stream::write_to_departed_peer(std::size_t wanted) {
+    // As TCP's socket after the peer's FIN: the first write after the peer
+    // closed and left is taken, and its bytes are lost (TCP's draw the
+    // peer's RST); only a later write fails with EPIPE. A program that
+    // answers the peer's goodbye with its own (TLS's close_notify, as
+    // asyncio's SSL transport sends it) sees no error, as over TCP, however
+    // the peer's disconnect and that write race. close() reports the bytes
+    // as lost.
+    if (wrote_after_peer_left_) return errno = EPIPE, -1;
+    wrote_after_peer_left_ = true;
+    return static_cast<ssize_t>(wanted);
 }
 
 std::size_t Stream::post_iov(const iovec* iov, int iovcnt, bool more) {
@@ -184,7 +198,7 @@ int Stream::close() {
     // Bytes we wrote that are not known to have arrived may be lost: say
     // so, as close(2) reports a failed final write-back. Whether our Close
     // itself arrived does not matter: it carries no data.
-    const bool lost = !all_written_confirmed();
+    const bool lost = !all_written_confirmed() || wrote_after_peer_left_;
     const int code = error_ != 0 ? error_ : peer_disconnected_ ? ECONNRESET : ETIMEDOUT;
     end_close();
     if (!lost) return 0;

@@ -244,6 +244,7 @@ private:
     [[nodiscard]] std::uint64_t posted_staging_head() const { return staging_.head() - held_; }
     // Takes as much of the vector as fits now; returns the bytes taken.
     std::size_t post_iov(const iovec* iov, int iovcnt, bool more);
+    ssize_t write_to_departed_peer(std::size_t wanted);
     // Credits and send-queue room for one more message (two slots where it
     // may cross the end of the peer's ring).
     [[nodiscard]] bool data_room() const;
@@ -358,6 +359,7 @@ private:
     std::optional<std::uint64_t> peer_bytes_sent_;  // the peer's Close
     int error_ = 0;                  // sticky errno once the connection failed
     bool peer_disconnected_ = false; // the peer closed and then disconnected
+    bool wrote_after_peer_left_ = false;  // write_to_departed_peer took its one write
     bool flushed_ = false;           // a work request was flushed: the QP is in error
     bool write_blocked_ = false;     // a write saw EAGAIN; fd() also signals POLLOUT
     // Bytes at the staging head that MSG_MORE writes took and no WRITE

@@ -308,6 +308,26 @@ TEST_CASE("close reports bytes written after the peer closed and went away as lo
     CHECK(cpu_seconds() - cpu < 0.15);
 }
 
+TEST_CASE("the first write after the peer closed and left is taken, as TCP's, and later ones get EPIPE",
+          "[stream][close]") {
+    Settings quick;
+    quick.close_drain_timeout = 300ms;
+    auto s = establish(quick, quick);
+    REQUIRE(s->b->close() == 0);  // Close, then disconnect
+    REQUIRE((s->a->wait(0, 1000ms) & POLLHUP) != 0);  // a has seen both
+    char buf[8];
+    CHECK(s->a->read(buf, sizeof buf) == 0);
+    // A goodbye of its own (TLS's close_notify) answers the peer's: taken.
+    CHECK(write_bytes(*s->a, "bye", 3) == 3);
+    CHECK(write_bytes(*s->a, "", 0) == 0);
+    CHECK(write_bytes(*s->a, "more", 4) == -1);
+    CHECK(errno == EPIPE);
+    CHECK(write_bytes(*s->a, "more", 4) == -1);
+    CHECK(errno == EPIPE);
+    CHECK(s->a->close() == -1);  // the goodbye's bytes were lost
+    CHECK(errno == ECONNRESET);
+}
+
 TEST_CASE("a writer polling fd() with the default interest is not woken by unread input", "[stream][readiness]") {
     auto s = establish(small_rings(), small_rings());
     REQUIRE(write_bytes(*s->b, "ping", 4) == 4);
