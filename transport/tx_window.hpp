@@ -24,12 +24,9 @@ public:
 
     // How many bytes the next write may put into the peer's ring without
     // overwriting unread data or crossing the ring's end.
-    [[nodiscard]] std::uint32_t writable_contiguous() const {
-        if (size_ == 0) return 0;
-        const std::uint64_t free = size_ - (written_ - peer_consumed_);
-        return static_cast<std::uint32_t>(std::min<std::uint64_t>(free, size_ - write_offset_));
-    }
+    [[nodiscard]] std::uint32_t writable_contiguous() const { return before_end(writable()); }
     // The same, past the end and on from the start (feature::kRingWrap).
+    // 0 for a ring not yet known (size 0).
     [[nodiscard]] std::uint32_t writable() const {
         return static_cast<std::uint32_t>(size_ - (written_ - peer_consumed_));
     }
