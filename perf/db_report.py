@@ -76,7 +76,35 @@ FIGURES = [
     ("select_8.{}.client_user_us_per_tx", "  of it pgbench's user space", "us/tx", "lower", None),
     ("select_8.{}.server_cpu_us_per_tx", "server CPU, pgbench -S 8 clients", "us/tx", "lower", None),
     ("select_8.{}.server_user_us_per_tx", "  of it the backends' user space", "us/tx", "lower", None),
+    # Counted, one guest (add_busy_figures): a bulk transfer's MB per second
+    # of the guest's work, both ends, the kernel and rxe included: the
+    # guest's CPU per MB inverted. Its wall-clock MB/s above also holds the
+    # guest's idle time, which runs on the host's clock even counted (reads
+    # of the shared root, any timer a stall waits out); its work does not,
+    # and on one vCPU it is the rate a transfer that never waited would
+    # make. pg_basebackup's bytes leave through a walsender.
+    # Each is followed by the same with rxe's work per MB taken off RDMA's:
+    # an estimate of a NIC's, which does that work in hardware. rxe's share
+    # is what raw verbs spend per MB here (ib_write_bw at 1 MiB, the guest
+    # busy throughout: 1000 / its MB/s), perftest's own loop included, so
+    # the estimate errs in RDMA's favour by that loop's share. No target:
+    # it is not a measurement.
+    ("copy_out.{}.busy_mb_per_s", "COPY out, MB per busy second", "MB/s", "higher", None),
+    ("copy_out.{}.busy_mb_per_s_without_rxe", "  COPY out without rxe's work (estimate)", "MB/s", "higher",
+     None),
+    ("copy_in.{}.busy_mb_per_s", "COPY in, MB per busy second", "MB/s", "higher", None),
+    ("copy_in.{}.busy_mb_per_s_without_rxe", "  COPY in without rxe's work (estimate)", "MB/s", "higher",
+     None),
+    ("pg_dump.{}.busy_mb_per_s", "pg_dump, MB per busy second", "MB/s", "higher", None),
+    ("pg_dump.{}.busy_mb_per_s_without_rxe", "  pg_dump without rxe's work (estimate)", "MB/s", "higher",
+     None),
+    ("pg_basebackup.{}.busy_mb_per_s", "pg_basebackup (walsender), MB per busy second", "MB/s", "higher",
+     ">= 1.0"),
+    ("pg_basebackup.{}.busy_mb_per_s_without_rxe", "  pg_basebackup without rxe's work (estimate)", "MB/s",
+     "higher", None),
 ]
+# Rows that only a counted one-guest run has (add_busy_figures).
+COUNTED_ONLY = {key for key, *_ in FIGURES if ".busy_mb_per_s" in key}
 # Shown in the table, left out of the chart: TCP's figure is near zero, so
 # the ratio is a huge number that says less than the two values do.
 NOT_CHARTED = {"select_8.{}.softirqd_switches_per_tx", "select_8.{}.softirqd_cpu_us_per_tx",
@@ -113,12 +141,19 @@ def is_host_row(key):
     return ".guest_" in key or ".softirqd_" in key
 
 
+def counted_one_guest(env):
+    return env.get("counted") == "1" and not env.get("peer")
+
+
 def figures(env):
-    """FIGURES, for two hosts with each guest block once per host."""
+    """FIGURES, for two hosts with each guest block once per host; the
+    counted rows only where the run was counted in one guest."""
     if not env.get("peer"):
-        return FIGURES
+        return [row for row in FIGURES if counted_one_guest(env) or row[0] not in COUNTED_ONLY]
     rows, block = [], []
     for row in FIGURES + [None]:
+        if row is not None and row[0] in COUNTED_ONLY:
+            continue
         if row is not None and is_host_row(row[0]):
             block.append(row)
             continue
@@ -199,10 +234,31 @@ def undecided(ratios, target):
     return round_verdict.undecided(ratios, lambda r: meets(r, target))
 
 
+def add_busy_figures(values, env, ceiling):
+    """Counted, one guest: each bulk transfer's round's MB per busy second
+    (1000 / the guest's CPU ms per MB) and, for RDMA, the same without rxe's
+    share (1000 / ib_write_bw's MB/s, ms per MB), into `values`."""
+    if not counted_one_guest(env):
+        return
+    rxe_ms_per_mb = 1e3 / ceiling if ceiling else None
+    for name in BULK:
+        for transport in ("rdma", "tcp"):
+            for round_no, cpu in by_round(values, name + ".{}.guest_cpu_ms_per_mb", transport).items():
+                if cpu <= 0:
+                    continue
+                key = f"{name}.{transport}.r{round_no}.busy_mb_per_s"
+                values[key] = 1e3 / cpu
+                if transport == "tcp":
+                    values[key + "_without_rxe"] = 1e3 / cpu  # TCP's has no rxe work to take off
+                elif rxe_ms_per_mb is not None and cpu > rxe_ms_per_mb:
+                    values[key + "_without_rxe"] = 1e3 / (cpu - rxe_ms_per_mb)
+
+
 def build(raw):
     values = read_pairs(os.path.join(raw, "results.txt"))
     env = read_pairs(os.path.join(raw, "env.txt"), "=")
     ceiling = number(values, "ib_write_bw.mb_per_s")
+    add_busy_figures(values, env, ceiling)
     rows = []
     uncharted = not_charted(env)
     for key, label, unit, better, target in figures(env):
@@ -222,7 +278,7 @@ def build(raw):
                "round_spread": max(spreads) if spreads else None,
                "undecided": undecided(ratios, target), "charted": key not in uncharted}
         name = key.split(".")[0]
-        if name in BULK and unit == "MB/s" and ceiling:
+        if name in BULK and unit == "MB/s" and ceiling and key not in COUNTED_ONLY:
             row["rdma_fraction_of_ib_write_bw"] = rdma / ceiling if rdma is not None else None
         rows.append(row)
     # What RDMA adds to a connection, within each round, as the ratios are.
@@ -275,8 +331,9 @@ def print_table(report):
     if report["env"].get("counted") == "1":
         # perf/README.md, "Counted mode".
         print("COUNTED: the guest's clock counts instructions (1 ns each, one vCPU): pgbench's rates and CPU per")
-        print("transaction are work done and repeat; the bulk transfers and setup, which idle, are not claimed to;")
-        print("rxe's packets and ICRC count as the guest's work, which a NIC does instead")
+        print("transaction are work done and repeat, as do the bulk transfers' MB per busy second; their MB/s")
+        print("and connection setup, which idle on the host's clock, are not claimed to. rxe's packets and ICRC")
+        print("count as the guest's work, which a NIC does instead (the rows without rxe's work estimate that)")
     width = max([40] + [len(r["figure"]) for r in report["figures"]])
     head = (f"{'figure':{width}} {'unit':6} {'rdma':>10} {'tcp':>10} {'rdma/tcp':>9} {'rounds':>15} "
             f"{'target':>8} {'of ib_bw':>9}")
