@@ -35,7 +35,8 @@
 //            POLLIN    read() would not say EAGAIN (data, EOF or an error)
 //            POLLOUT   write() would not say EAGAIN
 //            POLLRDHUP the peer shut down its side (its Close arrived)
-//            POLLHUP   the peer is gone: closed and disconnected, or failed
+//            POLLHUP   the peer is gone: closed and disconnected (one more
+//                      write is still taken, see write()), or failed
 //            POLLERR   the connection failed (read/write give the errno)
 //            POLLERR and POLLHUP are reported whatever `wanted` says, as by
 //            poll(2). readable()/writable()/peer_closed()/failed() are the

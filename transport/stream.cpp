@@ -122,11 +122,12 @@ ssize_t Stream::writev(const iovec* iov, int iovcnt, bool more) {
 ssize_t Stream::write_to_departed_peer(std::size_t wanted) {
     // As TCP's socket after the peer's FIN: the first write after the peer
     // closed and left is taken, and its bytes are lost (TCP's draw the
-    // peer's RST); only a later write fails with EPIPE. A program that
-    // answers the peer's goodbye with its own (TLS's close_notify, as
-    // asyncio's SSL transport sends it) sees no error, as over TCP, however
-    // the peer's disconnect and that write race. close() reports the bytes
-    // as lost.
+    // peer's RST); only a later write fails with EPIPE, as over loopback,
+    // where the RST comes back inside the first send (across a network TCP
+    // may take more before it). So a program that answers the peer's
+    // goodbye with its own (TLS's close_notify, as asyncio's SSL transport
+    // sends it) sees no error, whether or not the peer's disconnect came in
+    // before that write. close() reports the bytes as lost.
     if (wrote_after_peer_left_) return errno = EPIPE, -1;
     wrote_after_peer_left_ = true;
     return static_cast<ssize_t>(wanted);

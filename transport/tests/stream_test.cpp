@@ -324,8 +324,26 @@ TEST_CASE("the first write after the peer closed and left is taken, as TCP's, an
     CHECK(errno == EPIPE);
     CHECK(write_bytes(*s->a, "more", 4) == -1);
     CHECK(errno == EPIPE);
+    const auto start = std::chrono::steady_clock::now();
     CHECK(s->a->close() == -1);  // the goodbye's bytes were lost
     CHECK(errno == ECONNRESET);
+    // Nothing to wait for: no completion can confirm bytes never sent.
+    CHECK(std::chrono::steady_clock::now() - start < 250ms);
+}
+
+TEST_CASE("a writer blocked on a full ring whose peer closes and leaves has one write taken, then EPIPE",
+          "[stream][close]") {
+    auto s = establish(small_rings(), small_rings());
+    std::vector<std::uint8_t> data(4096);
+    while (write_bytes(*s->a, data.data(), data.size()) > 0) {
+    }
+    REQUIRE(errno == EAGAIN);
+    (void)s->b->close();  // its Close, then it leaves
+    // a learns of the Close and the disconnect inside this write, looking
+    // for room, not before it.
+    CHECK(write_bytes(*s->a, data.data(), data.size()) == static_cast<ssize_t>(data.size()));
+    CHECK(write_bytes(*s->a, data.data(), data.size()) == -1);
+    CHECK(errno == EPIPE);
 }
 
 TEST_CASE("a writer polling fd() with the default interest is not woken by unread input", "[stream][readiness]") {
