@@ -1,5 +1,7 @@
 // Calls that copy, replace or close descriptor numbers without close():
-// dup, dup2, dup3, fcntl(F_DUPFD*), close_range, closefrom and fclose. On
+// dup, dup2, dup3, fcntl(F_DUPFD*), close_range, closefrom, fclose, and
+// close made as syscall(SYS_close, fd) (libuv's on Linux, so Node's: it
+// steps around glibc's cancellation point). On
 // a number this library looks after they keep the SocketTable true:
 //   - a copy of an upgraded socket (dup; Python's socket.fromfd) is another
 //     number for the same session, as a dup'ed socket is for the same TCP
@@ -200,6 +202,22 @@ __attribute__((visibility("default"))) void closefrom(int lowest) {
     }
     if (libc().closefrom != nullptr) libc().closefrom(lowest);
     else if (lowest >= 0) (void)syscall(SYS_close_range, static_cast<unsigned int>(lowest), ~0U, 0U);
+}
+
+// libuv closes every descriptor this way, so without it a Node program's
+// sessions would outlive their sockets, and the next socket to get the
+// number would be taken for the old session. Every other call, this
+// library's own among them, goes to libc's syscall unchanged: up to six
+// arguments, as the kernel takes (reading more than the caller passed
+// reads its registers and stack, never beyond).
+__attribute__((visibility("default"))) long syscall(long number, ...) {
+    std::va_list args;
+    va_start(args, number);
+    long a[6];
+    for (long& arg : a) arg = va_arg(args, long);
+    va_end(args);
+    if (number == SYS_close) return close(static_cast<int>(a[0]));
+    return libc().syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
 __attribute__((visibility("default"))) int fclose(FILE* stream) {

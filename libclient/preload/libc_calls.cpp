@@ -20,10 +20,13 @@ void find(F& slot, const char* name) noexcept {
     slot = reinterpret_cast<F>(interpose::library_function("libc.so.6", name));
     if (slot == nullptr) {
         static const char prefix[] = "libpq_rdma: cannot find the C library's ";
-        // Not ::write: inside this library that is our own wrapper.
-        (void)!syscall(SYS_write, 2, prefix, sizeof prefix - 1);
-        (void)!syscall(SYS_write, 2, name, std::strlen(name));
-        (void)!syscall(SYS_write, 2, "\n", 1);
+        // Not ::write nor ::syscall: inside this library those are our own
+        // wrappers, which need what is being found here.
+        if (g_libc.syscall != nullptr) {
+            (void)!g_libc.syscall(SYS_write, 2, prefix, sizeof prefix - 1);
+            (void)!g_libc.syscall(SYS_write, 2, name, std::strlen(name));
+            (void)!g_libc.syscall(SYS_write, 2, "\n", 1);
+        }
         std::abort();
     }
 }
@@ -35,6 +38,7 @@ void find_optional(F& slot, const char* name) noexcept {
 }
 
 void load() noexcept {
+    find(g_libc.syscall, "syscall");
     find(g_libc.connect, "connect");
     find(g_libc.close, "close");
     find(g_libc.recv, "recv");

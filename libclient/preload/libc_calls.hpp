@@ -27,6 +27,8 @@
 namespace pg_rdma::client {
 
 struct LibcCalls {
+    // Found first: this library's own error messages go through it.
+    long (*syscall)(long, ...);
     int (*connect)(int, const sockaddr*, socklen_t);
     int (*close)(int);
     ssize_t (*recv)(int, void*, size_t, int);

@@ -12,6 +12,8 @@
 //   close_range  the number closed by close_range, then reused
 //   closefrom    the same with closefrom
 //   fclose       the same with fclose of an fdopen'ed stream
+//   syscall_close  the same with syscall(SYS_close, fd), as libuv (Node)
+//                closes every descriptor on Linux
 //   signal_close close() of the number in a signal handler while this thread
 //                waits in poll() on it; the process lives on, and the number's
 //                next file gets its own writes
@@ -253,11 +255,13 @@ int run(int argc, char** argv) {
         if (dup2(p[1], fd) != fd) die("dup2");
         number_is_the_pipe(fd, p[0], "dup2 onto it");
         std::printf("ok: after dup2 onto the number, its writes go to the new file\n");
-    } else if (mode == "close_range" || mode == "closefrom" || mode == "fclose") {
+    } else if (mode == "close_range" || mode == "closefrom" || mode == "fclose" || mode == "syscall_close") {
         if (mode == "close_range") {
             if (close_range(static_cast<unsigned>(fd), static_cast<unsigned>(fd), 0) != 0) die("close_range");
         } else if (mode == "closefrom") {
             closefrom(fd);  // stdin/out/err stay: the number is above them
+        } else if (mode == "syscall_close") {
+            if (syscall(SYS_close, fd) != 0) die("syscall(SYS_close)");
         } else {
             FILE* f = fdopen(fd, "r+");
             if (f == nullptr) die("fdopen");

@@ -39,7 +39,7 @@ run_case() {
     [ "$(upgraded)" = $((n + 1)) ] || fail "$mode: the session was not on RDMA"
     echo "$out"
 }
-for mode in dup msg fortified replaced close_range closefrom fclose signal_close thread_close vfork fionread; do
+for mode in dup msg fortified replaced close_range closefrom fclose syscall_close signal_close thread_close vfork fionread; do
     run_case "$so" "$mode"
 done
 [ -f "$libasan" ] || fail "no AddressSanitizer runtime at $libasan"

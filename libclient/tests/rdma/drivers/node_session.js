@@ -2,7 +2,10 @@
 // Node's event loop (libuv: non-blocking sockets, epoll), checking what a
 // driver does: a transaction, a large result, COPY both ways, many queries
 // in flight at once, TLS when asked, a cancel (a CancelRequest on a
-// connection of its own). Prints what the server says of its transport.
+// connection of its own), then sessions one after another in the same
+// process, as a pool replaces its connections (libuv closes each socket
+// with syscall(SYS_close), and the next socket gets its number). Prints
+// what the server says of its transport.
 // Usage: node node_session.js HOST PORT PASSWORD SSL(on|off)
 'use strict';
 const { Client } = require('pg');
@@ -14,21 +17,41 @@ const assert = require('assert');
 const ROWS = Number(process.env.DRIVER_ROWS || 20000);
 const WIDTH = 1000; // bytes per row of the large result
 
+const LATER_SESSIONS = 3;
+
+async function transportOf(client) {
+  try {
+    return (await client.query('select transport from pg_stat_rdma where pid = pg_backend_pid()')).rows[0].transport;
+  } catch (e) {
+    assert.strictEqual(e.code, '42P01', String(e));
+    return 'none'; // a server without pg_rdma
+  }
+}
+
 async function main([host, port, password, ssl]) {
   const config = {
     host, port: Number(port), user: 'postgres', password, database: 'postgres',
     ssl: ssl === 'on' ? { rejectUnauthorized: false } : false, connectionTimeoutMillis: 60000,
   };
+  const transport = await firstSession(config);
+  for (let i = 0; i < LATER_SESSIONS; ++i) {
+    const client = new Client(config);
+    await client.connect();
+    try {
+      assert.strictEqual(await transportOf(client), transport, `session ${i + 2} of this process`);
+      assert.strictEqual((await client.query('select $1::int as n', [i])).rows[0].n, i);
+    } finally {
+      await client.end();
+    }
+  }
+  console.log(`node transport=${transport} ssl=${ssl === 'on' ? 'on' : 'off'}`);
+}
+
+async function firstSession(config) {
   const client = new Client(config);
   await client.connect();
   try {
-    let transport;
-    try {
-      transport = (await client.query('select transport from pg_stat_rdma where pid = pg_backend_pid()')).rows[0].transport;
-    } catch (e) {
-      assert.strictEqual(e.code, '42P01', String(e));
-      transport = 'none'; // a server without pg_rdma
-    }
+    const transport = await transportOf(client);
     const onSsl = (await client.query('select ssl from pg_stat_ssl where pid = pg_backend_pid()')).rows[0].ssl;
     await client.query('create temp table t (id int, v text)');
     await client.query('begin');
@@ -61,7 +84,8 @@ async function main([host, port, password, ssl]) {
     new Client(config).cancel(client, client._getActiveQuery());
     await assert.rejects(sleeping, (e) => e.code === '57014');
     assert.strictEqual((await client.query('select 42 as n')).rows[0].n, 42);
-    console.log(`node transport=${transport} ssl=${onSsl ? 'on' : 'off'}`);
+    assert.strictEqual(onSsl, config.ssl !== false, 'TLS as asked');
+    return transport;
   } finally {
     await client.end();
   }
