@@ -188,7 +188,7 @@ __attribute__((visibility("default"))) int close_range(unsigned int first, unsig
                 (void)SocketTable::instance().remove(static_cast<int>(fd), end_session);
     }
     if (libc().close_range == nullptr)
-        return static_cast<int>(syscall(SYS_close_range, first, last, static_cast<unsigned int>(flags)));
+        return static_cast<int>(libc_syscall()(SYS_close_range, first, last, static_cast<unsigned int>(flags)));
     return libc().close_range(first, last, flags);
 }
 
@@ -201,23 +201,26 @@ __attribute__((visibility("default"))) void closefrom(int lowest) {
             (void)SocketTable::instance().remove(fd, end_session);
     }
     if (libc().closefrom != nullptr) libc().closefrom(lowest);
-    else if (lowest >= 0) (void)syscall(SYS_close_range, static_cast<unsigned int>(lowest), ~0U, 0U);
+    else if (lowest >= 0) (void)libc_syscall()(SYS_close_range, static_cast<unsigned int>(lowest), ~0U, 0U);
 }
 
 // libuv closes every descriptor this way, so without it a Node program's
 // sessions would outlive their sockets, and the next socket to get the
-// number would be taken for the old session. Every other call, this
-// library's own among them, goes to libc's syscall unchanged: up to six
-// arguments, as the kernel takes (reading more than the caller passed
-// reads its registers and stack, never beyond).
+// number would be taken for the old session. The number itself is closed
+// by the system call, as asked: not through glibc's close(), a
+// cancellation point, which is what the caller stepped around. Every
+// other call goes to libc's syscall unchanged: six arguments, as many as
+// the kernel takes (those the caller did not pass are whatever its
+// registers and stack slot hold, as glibc's own syscall reads them). This
+// library's own system calls go to libc's directly (libc_syscall).
 __attribute__((visibility("default"))) long syscall(long number, ...) {
     std::va_list args;
     va_start(args, number);
     long a[6];
     for (long& arg : a) arg = va_arg(args, long);
     va_end(args);
-    if (number == SYS_close) return close(static_cast<int>(a[0]));
-    return libc().syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+    if (number == SYS_close) return close_number(static_cast<int>(a[0]), KernelClose::SystemCall);
+    return libc_syscall()(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
 __attribute__((visibility("default"))) int fclose(FILE* stream) {

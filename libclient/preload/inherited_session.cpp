@@ -84,7 +84,7 @@ bool forked_away(const SocketEntry& entry) noexcept {
             "with_rsocket=false\n",
             static_cast<int>(self));
         // Straight to the kernel: this library wraps write().
-        if (n > 0) (void)!syscall(SYS_write, 2, line, static_cast<std::size_t>(n) < sizeof line ? n : sizeof line - 1);
+        if (n > 0) (void)!libc_syscall()(SYS_write, 2, line, static_cast<std::size_t>(n) < sizeof line ? n : sizeof line - 1);
     }
     return true;
 }

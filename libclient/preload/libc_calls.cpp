@@ -3,6 +3,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
@@ -38,7 +39,9 @@ void find_optional(F& slot, const char* name) noexcept {
 }
 
 void load() noexcept {
-    find(g_libc.syscall, "syscall");
+    // Alone first (libc_syscall): find()'s error messages need it.
+    (void)libc_syscall();
+    if (g_libc.syscall == nullptr) find(g_libc.syscall, "syscall");
     find(g_libc.connect, "connect");
     find(g_libc.close, "close");
     find(g_libc.recv, "recv");
@@ -82,6 +85,24 @@ void load() noexcept {
 __attribute__((constructor(101))) void load_at_start() { load(); }
 
 }  // namespace
+
+namespace {
+__attribute__((tls_model("initial-exec"))) thread_local bool t_finding_syscall = false;
+
+long no_syscall(long, ...) {
+    errno = ENOSYS;
+    return -1;
+}
+}  // namespace
+
+SyscallFunction libc_syscall() noexcept {
+    if (g_libc.syscall != nullptr) return g_libc.syscall;
+    if (t_finding_syscall) return no_syscall;
+    t_finding_syscall = true;
+    g_libc.syscall = reinterpret_cast<SyscallFunction>(interpose::library_function("libc.so.6", "syscall"));
+    t_finding_syscall = false;
+    return g_libc.syscall != nullptr ? g_libc.syscall : no_syscall;
+}
 
 const LibcCalls& libc() noexcept {
     // A wrapper called by another library's constructor that ran before ours.

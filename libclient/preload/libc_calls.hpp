@@ -71,6 +71,15 @@ struct LibcCalls {
 
 const LibcCalls& libc() noexcept;
 
+// libc's syscall(), for this library's own system calls: never our
+// exported syscall() wrapper, and found alone (not with the whole table)
+// when called early, so a call made while the table is being filled (an
+// allocator's, inside dlopen) does not start filling it again. Answers
+// ENOSYS in the one case it cannot be found: a call made while it is
+// being looked up.
+using SyscallFunction = long (*)(long, ...);
+SyscallFunction libc_syscall() noexcept;
+
 // Nesting depth of transport work on this thread (initial-exec TLS: safe to
 // read from a signal handler, no allocation on first use).
 bool in_transport() noexcept;

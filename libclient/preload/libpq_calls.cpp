@@ -10,6 +10,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "libclient/preload/libc_calls.hpp"
 #include "server_ext/interpose/library_function.hpp"
 
 namespace pg_rdma::client {
@@ -43,7 +44,7 @@ __attribute__((tls_model("initial-exec"))) thread_local const LibpqCalls* t_curr
 
 void say(const char* a, const char* b, const char* c) noexcept {
     for (const char* s : {a, b, c})
-        if (s != nullptr) (void)!syscall(SYS_write, 2, s, std::strlen(s));
+        if (s != nullptr) (void)!libc_syscall()(SYS_write, 2, s, std::strlen(s));
 }
 
 const void* object_base(const void* address) noexcept {

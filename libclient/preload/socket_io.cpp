@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 
 #include <cerrno>
@@ -11,6 +12,7 @@
 #include <string_view>
 
 #include "libclient/preload/driver_policy.hpp"
+#include "libclient/preload/epoll_registry.hpp"
 #include "libclient/preload/first_write.hpp"
 #include "libclient/preload/inherited_session.hpp"
 #include "libclient/preload/libc_calls.hpp"
@@ -204,6 +206,29 @@ ssize_t conn_write(SocketEntry& entry, const void* buf, size_t len, int flags) n
     if (entry.state != SocketState::Rdma) return failed_io(entry);
     if (forked_away(entry)) return forked_io();
     return moving(entry, flags, POLLOUT, [&] { return entry.connection->write(buf, len); });
+}
+
+int close_number(int fd, KernelClose how) noexcept {
+    const auto kernel_close = [how](int number) {
+        return how == KernelClose::Libc ? libc().close(number)
+                                        : static_cast<int>(libc_syscall()(SYS_close, number));
+    };
+    if ((EpollRegistry::instance().empty() && !SocketTable::instance().any() && !any_candidates()) ||
+        !SocketTable::owned_here())
+        return kernel_close(fd);
+    // Before the number is free for another connect() to mark.
+    (void)take_candidate(fd);
+    if (!EpollRegistry::instance().empty()) EpollRegistry::instance().forget_descriptor(fd);
+    if (!SocketTable::instance().any()) return kernel_close(fd);
+    // The number is a duplicate of the transport's own descriptor, so it is
+    // closed now whatever else holds the session; the session ends with its
+    // last number, when no call is inside it any more (at once, unless
+    // another thread, or the one this signal handler interrupted, is).
+    const SocketTable::Removal removal = SocketTable::instance().remove(fd, end_session);
+    const int rc = kernel_close(fd);
+    if (rc < 0 || !removal.now || removal.error == 0) return rc;
+    errno = removal.error;
+    return -1;
 }
 
 int end_session(SocketEntry& entry) noexcept {

@@ -47,6 +47,13 @@ bool passes_through(const SocketEntry& entry) noexcept;
 // of), then the TCP socket kept beside it. Its numbers are the closer's.
 int end_session(SocketEntry& entry) noexcept;
 
+// close()'s work on `fd` (socket_wrappers.cpp), shared by the close() and
+// syscall(SYS_close) wrappers: the number leaves the tables, its session
+// ends with its last number, and the kernel closes it as the caller did,
+// through glibc's close() or the bare system call (no cancellation point).
+enum class KernelClose { Libc, SystemCall };
+int close_number(int fd, KernelClose how) noexcept;
+
 // Bytes in and out of the entry's session (one buffer, or a gather list).
 // A session whose program's socket was blocking (entry.blocking) waits as
 // that socket would, unless `flags` has MSG_DONTWAIT.

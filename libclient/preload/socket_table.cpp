@@ -7,6 +7,8 @@
 #include <mutex>
 #include <new>
 
+#include "libclient/preload/libc_calls.hpp"
+
 namespace pg_rdma::client {
 
 // An entry's home. users counts the table's references (one per number
@@ -59,7 +61,7 @@ void recycle(Shell* shell) noexcept {
 // The process the table belongs to: set at load and in every fork child
 // (fork handlers do not run for vfork, whose child shares this memory).
 std::atomic<pid_t> g_owner{0};
-pid_t raw_pid() noexcept { return static_cast<pid_t>(syscall(SYS_getpid)); }
+pid_t raw_pid() noexcept { return static_cast<pid_t>(libc_syscall()(SYS_getpid)); }
 void owner_is_me() noexcept { g_owner.store(raw_pid(), std::memory_order_relaxed); }
 __attribute__((constructor(102))) void register_owner() {
     owner_is_me();

@@ -90,24 +90,7 @@ __attribute__((visibility("default"))) int connect(int fd, const sockaddr* addr,
 // in_transport() is not asked: the transport's own closes are of its own
 // descriptors, which have no entry, and a signal handler that interrupted
 // a transport call is the program's, its close() one to honour.
-__attribute__((visibility("default"))) int close(int fd) {
-    if ((EpollRegistry::instance().empty() && !SocketTable::instance().any() && !any_candidates()) ||
-        !SocketTable::owned_here())
-        return libc().close(fd);
-    // Before the number is free for another connect() to mark.
-    (void)take_candidate(fd);
-    if (!EpollRegistry::instance().empty()) EpollRegistry::instance().forget_descriptor(fd);
-    if (!SocketTable::instance().any()) return libc().close(fd);
-    // The number is a duplicate of the transport's own descriptor, so it is
-    // closed now whatever else holds the session; the session ends with its
-    // last number, when no call is inside it any more (at once, unless
-    // another thread, or the one this signal handler interrupted, is).
-    const SocketTable::Removal removal = SocketTable::instance().remove(fd, end_session);
-    const int rc = libc().close(fd);
-    if (rc < 0 || !removal.now || removal.error == 0) return rc;
-    errno = removal.error;
-    return -1;
-}
+__attribute__((visibility("default"))) int close(int fd) { return close_number(fd, KernelClose::Libc); }
 
 __attribute__((visibility("default"))) ssize_t recv(int fd, void* buf, size_t len, int flags) {
     DataRoute r = route_read(fd, flags);
