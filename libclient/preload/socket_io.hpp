@@ -47,10 +47,11 @@ bool passes_through(const SocketEntry& entry) noexcept;
 // of), then the TCP socket kept beside it. Its numbers are the closer's.
 int end_session(SocketEntry& entry) noexcept;
 
-// close()'s work on `fd` (socket_wrappers.cpp), shared by the close() and
-// syscall(SYS_close) wrappers: the number leaves the tables, its session
-// ends with its last number, and the kernel closes it as the caller did,
-// through glibc's close() or the bare system call (no cancellation point).
+// close()'s work on `fd`, shared by the close() (socket_wrappers.cpp) and
+// syscall(SYS_close) (descriptor_wrappers.cpp) wrappers: the number leaves
+// the tables, its session ends with its last number, and the kernel closes
+// it as the caller did, through glibc's close() or the bare system call
+// (no cancellation point).
 enum class KernelClose { Libc, SystemCall };
 int close_number(int fd, KernelClose how) noexcept;
 
