@@ -3,6 +3,9 @@
 TALLY_PASSED=0
 TALLY_FAILED=0
 TALLY_FAILURES=()
+# Why each failed test failed, a few lines each, printed again at the end:
+# a CI page that shows only a run's head and tail still shows the reason.
+TALLY_DETAILS=""
 
 # tally_meson_log LOG [PREFIX]: add the results of one `meson test` run (its
 # testlog.json); PREFIX goes before each failed test's name ("pg17:").
@@ -13,10 +16,24 @@ tally_meson_log() {
     tally_fail "no test log at $log (the suite did not run)"
     return
   fi
-  counts=$(python3 - "$log" "$prefix" <<'PY'
+  local details
+  details=$(mktemp)
+  counts=$(python3 - "$log" "$prefix" "$details" <<'PY'
 import json, sys
 ok = bad = 0
 names = []
+excerpts = []
+
+def excerpt(text, limit=24):
+    # Catch2 says FAILED: under the assertion's file:line and before its
+    # expansion; anything else is judged by its last lines.
+    lines = [l for l in (text or "").splitlines() if l.strip() and not set(l.strip()) <= set("-=.")]
+    picked = []
+    for i, l in enumerate(lines):
+        if "FAILED:" in l:
+            picked.extend(lines[max(0, i - 3):i + 5])
+    return (picked or lines[-10:])[:limit]
+
 for line in open(sys.argv[1]):
     r = json.loads(line)
     if r.get("result") == "OK":
@@ -25,12 +42,19 @@ for line in open(sys.argv[1]):
         bad += 1
         # One word per failure: the shell splits this list on spaces, and
         # meson's names have some ("pg_rdma:unit / protocol_nonce").
-        names.append(f'{sys.argv[2]}{r.get("name")}={r.get("result")}'.replace(" ", ""))
+        name = f'{sys.argv[2]}{r.get("name")}={r.get("result")}'.replace(" ", "")
+        names.append(name)
+        excerpts.append(f"{name}:")
+        excerpts.extend("    " + l[:300] for l in excerpt(r.get("stdout", "") + "\n" + (r.get("stderr") or "")))
+with open(sys.argv[3], "w") as f:
+    f.write("\n".join(excerpts[:120]) + ("\n" if excerpts else ""))
 print(ok, bad, " ".join(names))
 PY
 )
   local ok bad names
   read -r ok bad names <<<"$counts"
+  [ -s "$details" ] && TALLY_DETAILS+="$(cat "$details")"$'\n'
+  rm -f "$details"
   TALLY_PASSED=$((TALLY_PASSED + ok))
   TALLY_FAILED=$((TALLY_FAILED + bad))
   [ -n "$names" ] && TALLY_FAILURES+=($names)
@@ -41,6 +65,10 @@ tally_pass() { TALLY_PASSED=$((TALLY_PASSED + 1)); }
 tally_fail() { TALLY_FAILED=$((TALLY_FAILED + 1)); TALLY_FAILURES+=("$1"); }
 
 tally_report() {
+  if [ -n "$TALLY_DETAILS" ]; then
+    echo "why (each failed test's own words):"
+    printf '%s' "$TALLY_DETAILS"
+  fi
   if [ ${#TALLY_FAILURES[@]} -gt 0 ]; then
     echo "failed:"
     printf '  %s\n' "${TALLY_FAILURES[@]}"
