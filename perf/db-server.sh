@@ -32,6 +32,9 @@ db_lib() {
 # The clients' backends of a step exit after the client; their CPU is
 # counted once the postmaster has reaped them.
 readonly BACKENDS_GONE_WAIT_S=20
+# One replication slot for each WAL streaming run (run-db-bench.sh: two a
+# round, at most nine rounds) and pg_basebackup's temporary one.
+readonly DB_MAX_SLOTS=20
 
 db_say() { echo "db-server: $*" >&2; }
 
@@ -48,7 +51,8 @@ db_start() {
   # the next step's timing (VACUUM runs once, outside any timing).
   pg_cluster_init "$(mktemp -d /tmp/pg_rdma-dbbench.XXXXXX)" "$build" \
     "fsync = off" "shared_buffers = 256MB" "max_wal_size = 2GB" "autovacuum = off" \
-    "log_connections = off" "log_disconnections = off" || return 1
+    "log_connections = off" "log_disconnections = off" \
+    "max_replication_slots = $DB_MAX_SLOTS" || return 1
   case $client in
     '' | 10.99.0.*) ;;
     *) printf 'host %s all %s/32 scram-sha-256\n' all "$client" replication "$client" | pg_cluster_hba_add ;;
@@ -163,6 +167,37 @@ create table copybench as
 create table copybench_in (like copybench);
 vacuum analyze;
 SQL
+}
+
+# db_make_wal SLOTS: SLOTS physical replication slots (walbench_1 ...),
+# each holding the WAL from now on, then the WAL of a copy of the COPY
+# table written. Prints the end of that WAL (its flush position): a
+# walsender sends WAL up to there.
+db_make_wal() {
+  db_lib
+  local i
+  for ((i = 1; i <= $1; i++)); do
+    pg_cluster_psql -c "select pg_create_physical_replication_slot('walbench_$i', true)" >/dev/null || return 1
+  done
+  pg_cluster_psql -c 'drop table if exists walbench' -c 'create table walbench as select * from copybench' \
+    >/dev/null || return 1
+  pg_cluster_psql -At -c 'select pg_current_wal_flush_lsn()'
+}
+
+# db_wal_bytes SLOT END: the bytes pg_receivewal streams from SLOT up to
+# END. It starts at the beginning of the segment the slot's restart_lsn
+# is in, so the bytes are from there.
+db_wal_bytes() {
+  db_lib
+  pg_cluster_psql -At -c "select pg_wal_lsn_diff('$2', restart_lsn) + (pg_walfile_name_offset(restart_lsn)).file_offset
+                          from pg_replication_slots where slot_name = '$1'"
+}
+
+# db_drop_wal_slots: the slots db_make_wal made, and the WAL they hold.
+db_drop_wal_slots() {
+  db_lib
+  pg_cluster_psql -c "select pg_drop_replication_slot(slot_name) from pg_replication_slots
+                      where slot_name like 'walbench\\_%'" >/dev/null
 }
 
 db_psql() { db_lib && pg_cluster_psql "$@"; }

@@ -38,6 +38,7 @@ FIGURES = [
     ("copy_in.{}.mb_per_s", "COPY in", "MB/s", "higher", None),
     ("pg_dump.{}.mb_per_s", "pg_dump", "MB/s", "higher", None),
     ("pg_basebackup.{}.mb_per_s", "pg_basebackup", "MB/s", "higher", None),
+    ("wal_stream.{}.mb_per_s", "WAL streaming (pg_receivewal)", "MB/s", "higher", None),
     # The whole psql run per MB, its start and session setup included: the
     # issue's figure and target.
     ("copy_out.{}.client_cpu_ms_per_mb", "client CPU, COPY out", "ms/MB", "lower", "<= 1.0"),
@@ -52,6 +53,7 @@ FIGURES = [
     # The walsender that sends a base backup does little but move bytes, so
     # this row shows what rxe's work in the sender's post costs per MB.
     ("pg_basebackup.{}.server_cpu_ms_per_mb", "server CPU, pg_basebackup", "ms/MB", "lower", None),
+    ("wal_stream.{}.server_cpu_ms_per_mb", "server CPU, WAL streaming (the walsender)", "ms/MB", "lower", None),
     ("select_1.{}.client_cpu_us_per_tx", "client CPU, pgbench -S", "us/tx", "lower", None),
     ("select_1.{}.server_cpu_us_per_tx", "server CPU, pgbench -S", "us/tx", "lower", None),
     ("copy_out.{}.guest_cpu_ms_per_mb", "guest CPU (all, rxe too), COPY out", "ms/MB", "lower", None),
@@ -102,6 +104,12 @@ FIGURES = [
      ">= 1.0"),
     ("pg_basebackup.{}.busy_mb_per_s_without_rxe", "  pg_basebackup without rxe's work (estimate)", "MB/s",
      "higher", None),
+    # A standby's stream: the walsender reads WAL and sends it as it would
+    # to a walreceiver.
+    ("wal_stream.{}.busy_mb_per_s", "WAL streaming (walsender), MB per busy second", "MB/s", "higher",
+     ">= 1.0"),
+    ("wal_stream.{}.busy_mb_per_s_without_rxe", "  WAL streaming without rxe's work (estimate)", "MB/s",
+     "higher", None),
 ]
 # Rows that only a counted one-guest run has (add_busy_figures).
 COUNTED_ONLY = {key for key, *_ in FIGURES if ".busy_mb_per_s" in key}
@@ -112,7 +120,7 @@ NOT_CHARTED = {"select_8.{}.softirqd_switches_per_tx", "select_8.{}.softirqd_cpu
                "select_8.{}.guest_user_us_per_tx", "select_8.{}.client_cpu_us_per_tx",
                "select_8.{}.client_user_us_per_tx", "select_8.{}.server_cpu_us_per_tx",
                "select_8.{}.server_user_us_per_tx"}
-BULK = ["copy_out", "copy_in", "pg_dump", "pg_basebackup"]
+BULK = ["copy_out", "copy_in", "pg_dump", "pg_basebackup", "wal_stream"]
 
 # Two hosts (scripts/bench db --peer): the guest's whole-machine rows (its
 # /proc/stat: both ends and the kernel in one figure) have no counterpart;
@@ -308,7 +316,7 @@ def note(env):
             "there is no whole-machine figure for both ends: each host's is its own; host B's leaves out "
             "the processes of the ssh session that reads it, not the ssh daemon's own share, and its "
             "context switches include that session's. The ib_write_bw ceiling is A to B, the direction of "
-            "COPY in; COPY out, pg_dump and pg_basebackup move B to A." % (env.get("device"), env.get("peer_device"), kind))
+            "COPY in; COPY out, pg_dump, pg_basebackup and WAL streaming move B to A." % (env.get("device"), env.get("peer_device"), kind))
 
 
 def fmt(x, digits=2):

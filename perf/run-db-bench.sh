@@ -13,6 +13,8 @@
 #   clients (tps); pgbench -S -C (a new connection per transaction);
 #   COPY out and in of a table of about 110 MB, pg_dump of it, in MB/s;
 #   pg_basebackup (tar, default -X stream) of the whole cluster, MB/s;
+#   WAL streaming (pg_receivewal from a replication slot) of about 120 MB
+#   of WAL, MB/s;
 #   CPU time of the client process tree, of the server's backends (what the
 #   postmaster reaped) and of the whole guest (kernel and rxe included;
 #   with a peer, of each host), per MB and per transaction; before each
@@ -377,6 +379,31 @@ basebackup() {  # tar format, pg_basebackup's default -X stream
   bulk "$1" "$2" "$3" - pg_basebackup -D "$BULK_DIR" -Ft -c fast
 }
 
+# WAL streaming, as a standby's walreceiver takes it: pg_receivewal asks a
+# walsender for WAL with the same replication protocol. Each run streams
+# the WAL of one copy of the COPY table (db_make_wal, made once for all
+# runs) from a slot of its own, made before that WAL was written, to the
+# WAL's end, and writes it to files without fsync (as the server runs:
+# the figure is about moving the bytes).
+WAL_END='' WAL_SLOTS_USED=0
+make_wal() {
+  say "WAL for the streaming runs: a copy of the COPY table, held by $((2 * ROUNDS)) replication slots"
+  WAL_END=$(srv "$PEER_DATA_S" db_make_wal $((2 * ROUNDS))) && [ -n "$WAL_END" ] ||
+    { say "could not write the WAL to stream"; WAL_END=''; FAILED+=(wal_stream); return 1; }
+}
+wal_stream() {
+  [ -n "$WAL_END" ] || return 1
+  WAL_SLOTS_USED=$((WAL_SLOTS_USED + 1))
+  local slot=walbench_$WAL_SLOTS_USED bytes
+  bytes=$(srv "$PEER_READING_S" db_wal_bytes "$slot" "$WAL_END") && [ -n "$bytes" ] ||
+    { say "no WAL held by $slot"; FAILED+=("$1-$2-r$3"); return 1; }
+  BULK_DIR=$CLIENT_WORK/wal
+  rm -rf "$BULK_DIR"
+  run_client mkdir "$BULK_DIR" || { FAILED+=("$1-$2-r$3"); return 1; }
+  bulk "$1" "$2" "$3" "$bytes" pg_receivewal -D "$BULK_DIR" -S "$slot" -E "$WAL_END" --no-loop --no-sync -v
+  rm -rf "$BULK_DIR"
+}
+
 # at_server SECONDS CMD...: CMD on the server's host (here or the peer),
 # bounded by SECONDS.
 at_server() {
@@ -448,6 +475,8 @@ main() {
   both copy_in copy_in
   both dump pg_dump
   both basebackup pg_basebackup
+  make_wal && both wal_stream wal_stream
+  srv "$PEER_READING_S" db_drop_wal_slots || say "could not drop the WAL streaming runs' slots"
   {
     echo "failed=${FAILED[*]}"
     echo "duration_s=$((SECONDS - start))"
