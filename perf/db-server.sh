@@ -170,18 +170,26 @@ SQL
 }
 
 # db_make_wal SLOTS: SLOTS physical replication slots (walbench_1 ...),
-# each holding the WAL from now on, then the WAL of a copy of the COPY
-# table written. Prints the end of that WAL (its flush position): a
-# walsender sends WAL up to there.
+# each holding the WAL from a fresh segment on, then the WAL of a copy of
+# the COPY table written. Prints the end of that WAL (its flush position):
+# each run streams from its slot up to there.
 db_make_wal() {
   db_lib
-  local i
+  local i end
+  # A slot holds WAL from the last checkpoint's redo point: after a switch
+  # and a checkpoint, the start of a segment that holds nothing but what
+  # follows (not the rest of the last base backup's, switch padding).
+  pg_cluster_psql -c 'select pg_switch_wal()' -c checkpoint >/dev/null || return 1
   for ((i = 1; i <= $1; i++)); do
     pg_cluster_psql -c "select pg_create_physical_replication_slot('walbench_$i', true)" >/dev/null || return 1
   done
   pg_cluster_psql -c 'drop table if exists walbench' -c 'create table walbench as select * from copybench' \
     >/dev/null || return 1
-  pg_cluster_psql -At -c 'select pg_current_wal_flush_lsn()'
+  end=$(pg_cluster_psql -At -c 'select pg_current_wal_flush_lsn()') || return 1
+  # pg_receivewal stops once it has received WAL past its end position,
+  # not at it: one more record (a checkpoint's) is written past the end.
+  pg_cluster_psql -c checkpoint >/dev/null || return 1
+  echo "$end"
 }
 
 # db_wal_bytes SLOT END: the bytes pg_receivewal streams from SLOT up to
@@ -193,11 +201,12 @@ db_wal_bytes() {
                           from pg_replication_slots where slot_name = '$1'"
 }
 
-# db_drop_wal_slots: the slots db_make_wal made, and the WAL they hold.
-db_drop_wal_slots() {
+# db_drop_wal: the slots and the table db_make_wal made, and the WAL the
+# slots hold.
+db_drop_wal() {
   db_lib
   pg_cluster_psql -c "select pg_drop_replication_slot(slot_name) from pg_replication_slots
-                      where slot_name like 'walbench\\_%'" >/dev/null
+                      where slot_name like 'walbench\\_%'" -c 'drop table if exists walbench' >/dev/null
 }
 
 db_psql() { db_lib && pg_cluster_psql "$@"; }

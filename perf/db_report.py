@@ -84,7 +84,8 @@ FIGURES = [
     # guest's idle time, which runs on the host's clock even counted (reads
     # of the shared root, any timer a stall waits out); its work does not,
     # and on one vCPU it is the rate a transfer that never waited would
-    # make. pg_basebackup's bytes leave through a walsender.
+    # make. pg_basebackup's and WAL streaming's bytes leave through a
+    # walsender.
     # Each is followed by the same with rxe's work per MB taken off RDMA's:
     # an estimate of a NIC's, which does that work in hardware. rxe's share
     # is what raw verbs spend per MB here (ib_write_bw at 1 MiB, the guest
