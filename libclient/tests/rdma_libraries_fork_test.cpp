@@ -24,7 +24,7 @@ using pg_rdma::client::rdma_libraries_problem;
 
 namespace {
 
-constexpr int kLoadSleepMs = 1000;     // how long the stand-in's load takes: ample for the fork to begin
+constexpr int kLoadSleepMs = 3000;     // how long the stand-in's load takes: the fork must begin within it, on a loaded host too
 constexpr unsigned kChildLimitS = 10;  // a child stuck on the lock is killed by then
 constexpr unsigned kTestLimitS = 30;   // and this process, if its own fork hangs on it
 constexpr char kLoading = 'L';         // the stand-in's constructor runs
