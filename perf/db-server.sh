@@ -183,8 +183,8 @@ db_make_wal() {
   for ((i = 1; i <= $1; i++)); do
     pg_cluster_psql -c "select pg_create_physical_replication_slot('walbench_$i', true)" >/dev/null || return 1
   done
-  pg_cluster_psql -c 'drop table if exists walbench' -c 'create table walbench as select * from copybench' \
-    >/dev/null || return 1
+  pg_cluster_psql -c 'set client_min_messages = warning' -c 'drop table if exists walbench' \
+    -c 'create table walbench as select * from copybench' >/dev/null || return 1
   end=$(pg_cluster_psql -At -c 'select pg_current_wal_flush_lsn()') || return 1
   # pg_receivewal stops once it has received WAL past its end position,
   # not at it: one more record (a checkpoint's) is written past the end.
