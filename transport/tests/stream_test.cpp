@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
@@ -574,22 +575,34 @@ void unless_stalled(Attempt attempt) {
     FAIL("the test thread stalled past twice the spin maximum in every try: too loaded a host to tell");
 }
 
+// One try of a near-miss test, on fresh streams: a query is out, a's spin
+// for its reply gave up (the 1 ms base: nothing learned yet), and 3 ms
+// passed, a's caller asleep.
+struct MissedReply {
+    std::unique_ptr<Streams> s = establish(backend_spin(1ms, kNearMissMax), quiet_keepalive());
+    std::chrono::nanoseconds before = average(*s->a);
+    std::uint64_t slept_before = s->a->stats().waits_slept;
+    std::chrono::steady_clock::time_point spin_start;
+
+    MissedReply() {
+        query(*s);
+        spin_start = std::chrono::steady_clock::now();
+        REQUIRE(s->a->spin(POLLIN) == 0);
+        std::this_thread::sleep_for(3ms);
+    }
+    [[nodiscard]] bool in_window() const { return within_near_miss_window(spin_start); }
+};
+
 TEST_CASE("a reply that came just after spin() gave up, while its caller slept, counts as a near miss",
           "[stream][readiness]") {
     unless_stalled([] {
-        auto s = establish(backend_spin(1ms, kNearMissMax), quiet_keepalive());
-        const auto before = average(*s->a);
-        const std::uint64_t slept_before = s->a->stats().waits_slept;
-        query(*s);
-        const auto spin_start = std::chrono::steady_clock::now();
-        REQUIRE(s->a->spin(POLLIN) == 0);  // a 1 ms spin: nothing yet, the caller sleeps
-        std::this_thread::sleep_for(3ms);
-        answer_and_take(*s);
-        if (!within_near_miss_window(spin_start)) return false;
-        CHECK(s->a->stats().waits_slept == slept_before + 1);
+        MissedReply t;
+        answer_and_take(*t.s);
+        if (!t.in_window()) return false;
+        CHECK(t.s->a->stats().waits_slept == t.slept_before + 1);
         // After a spin shorter than the maximum, within twice the maximum:
         // a spin of the maximum would have caught it.
-        CHECK(average(*s->a) == averaged(before, kNearMiss));
+        CHECK(average(*t.s->a) == averaged(t.before, kNearMiss));
         return true;
     });
 }
@@ -645,20 +658,14 @@ TEST_CASE("spin() again for the same reply spins its whole budget and times the 
 TEST_CASE("spin() again that finds the reply there counts it once, as a wait that slept",
           "[stream][readiness]") {
     unless_stalled([] {
-        auto s = establish(backend_spin(1ms, kNearMissMax), quiet_keepalive());
-        const auto before = average(*s->a);
-        const std::uint64_t slept_before = s->a->stats().waits_slept;
-        query(*s);
-        const auto spin_start = std::chrono::steady_clock::now();
-        REQUIRE(s->a->spin(POLLIN) == 0);
-        std::this_thread::sleep_for(3ms);
+        MissedReply t;
         char buf[16];
-        REQUIRE(write_bytes(*s->b, "r", 1) == 1);
-        REQUIRE((s->a->spin(POLLIN) & POLLIN) != 0);  // woke for a latch: the reply is there
-        REQUIRE(s->a->read(buf, sizeof buf) == 1);
-        if (!within_near_miss_window(spin_start)) return false;
-        CHECK(average(*s->a) == averaged(before, kNearMiss));  // one near miss, not two samples
-        CHECK(s->a->stats().waits_slept == slept_before + 1);
+        REQUIRE(write_bytes(*t.s->b, "r", 1) == 1);
+        REQUIRE((t.s->a->spin(POLLIN) & POLLIN) != 0);  // woke for a latch: the reply is there
+        REQUIRE(t.s->a->read(buf, sizeof buf) == 1);
+        if (!t.in_window()) return false;
+        CHECK(average(*t.s->a) == averaged(t.before, kNearMiss));  // one near miss, not two samples
+        CHECK(t.s->a->stats().waits_slept == t.slept_before + 1);
         return true;
     });
 }
