@@ -14,7 +14,7 @@
 #   COPY out and in of a table of about 110 MB, pg_dump of it, in MB/s;
 #   pg_basebackup (tar, default -X stream) of the whole cluster, MB/s;
 #   WAL streaming (pg_receivewal from a replication slot) of the WAL of a
-#   copy of that table (about 180 MB), MB/s;
+#   copy of that table (about 170 MB), MB/s;
 #   CPU time of the client process tree, of the server's backends (what the
 #   postmaster reaped) and of the whole guest (kernel and rxe included;
 #   with a peer, of each host), per MB and per transaction; before each
