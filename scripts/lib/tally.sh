@@ -68,7 +68,10 @@ PY
   [ "$details" = /dev/null ] || rm -f "$details"
   TALLY_PASSED=$((TALLY_PASSED + ok))
   TALLY_FAILED=$((TALLY_FAILED + bad))
-  [ -n "$names" ] && TALLY_FAILURES+=($names)
+  # Split on spaces only: a name is never a pattern for the shell to expand.
+  local -a failed=()
+  read -r -a failed <<<"$names"
+  [ ${#failed[@]} -eq 0 ] || TALLY_FAILURES+=("${failed[@]}")
   return 0
 }
 
