@@ -537,11 +537,12 @@ void answer_and_take(Streams& s) {
 std::chrono::nanoseconds average(const Stream& s) { return s.adaptive_spin().average(); }
 
 // The maximum of the tests that need a reply to count as a near miss: one
-// that comes within twice it after the caller's spin gave up. The reply
-// comes 3 ms after the spin, so the largest maximum allowed (100 ms) takes
-// a stall of the test thread near 200 ms to move it out. The spins
-// themselves stay at the base: the average starts above the maximum, and
-// these tests end before a spin of the maximum is due.
+// that comes within twice it after the caller's spin gave up. Most of
+// their replies come 3 ms after the spin, so with the largest maximum
+// allowed (100 ms) a try survives a stall of the test thread near 200 ms
+// (a longer one is tried again: unless_stalled). The spins themselves stay
+// at the base: the average starts above the maximum, and these tests end
+// before a spin of the maximum is due.
 constexpr std::chrono::milliseconds kNearMissMax =
     std::chrono::duration_cast<std::chrono::milliseconds>(pg_rdma::transport::kMaxBusyPoll);
 
