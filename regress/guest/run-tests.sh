@@ -12,6 +12,13 @@
 # beside them; their results are collected at the end, after the sequential
 # tests, and reported exactly like theirs.
 #
+# Second lane: the plan's function `second_lane` runs its tests one after
+# another beside the first lane's, from the start. One lane keeps about one
+# of the guest's two vCPUs busy (a test mostly waits for its own processes
+# in turn); two lanes use the host's second core, which otherwise idles.
+# Each result is reported as it comes, one lane at a time (a lock). Tests
+# that load the whole guest come after both lanes (`wait_second_lane`).
+#
 # Results go to OUT_DIR for the host to check:
 #   results.tsv   NAME<TAB>STATUS<TAB>EXIT<TAB>SECONDS, one line per test
 #   NAME.log      the test's stdout and stderr
@@ -24,7 +31,7 @@ OUT=$2
 readonly EXIT_SKIP=77      # meson's "skipped" code: a failure here (see below)
 readonly EXIT_TIMEOUT=124  # from timeout(1)
 readonly KILL_GRACE_S=5
-ran=0 failed=0
+readonly REPORT_LOCK=$OUT/.report.lock
 
 log_name() { echo "$OUT/${1//[^A-Za-z0-9_.-]/_}.log"; }
 
@@ -52,20 +59,22 @@ execute() {
   printf '%s\t%s\t%s\t%s\n' "$name" "$(classify "$rc")" "$rc" "$secs"
 }
 
-# report LINE: records one result line of execute and prints it to the console.
+# report LINE: records one result line of execute and prints it to the
+# console, under a lock so that the two lanes' lines never interleave.
 report() {
   local name status rc secs log
   IFS=$'\t' read -r name status rc secs <<<"$1"
   log=$(log_name "$name")
-  printf '%s\n' "$1" >>"$OUT/results.tsv"
-  ran=$((ran + 1))
-  if [ "$status" = OK ]; then
-    printf '%-8s %s (%ss): %s\n' "$status" "$name" "$secs" "$(tail -n 1 "$log")"
-  else
-    failed=$((failed + 1))
-    printf '%-8s %s (%ss, exit %s); output:\n' "$status" "$name" "$secs" "$rc"
-    sed 's/^/    /' "$log"
-  fi
+  {
+    flock 9
+    printf '%s\n' "$1" >>"$OUT/results.tsv"
+    if [ "$status" = OK ]; then
+      printf '%-8s %s (%ss): %s\n' "$status" "$name" "$secs" "$(tail -n 1 "$log")"
+    else
+      printf '%-8s %s (%ss, exit %s); output:\n' "$status" "$name" "$secs" "$rc"
+      sed 's/^/    /' "$log"
+    fi
+  } 9>>"$REPORT_LOCK"
 }
 
 # run_test NAME TIMEOUT_S WORKDIR CMD...: runs one test now.
@@ -84,9 +93,23 @@ start_background() {
   printf '%-8s %s (in the background, limit %ss)\n' START "$1" "$2"
 }
 
+# start_second_lane: runs the plan's function second_lane beside the rest;
+# wait_second_lane: waits for it to end (the plan's tests that run alone
+# come after).
+lane2_pid=''
+start_second_lane() {
+  second_lane &
+  lane2_pid=$!
+}
+wait_second_lane() {
+  [ -z "$lane2_pid" ] || wait "$lane2_pid"
+  lane2_pid=''
+}
+
 # Waits for every background test and reports it. One whose runner died
 # before writing its line gets no results.tsv line, so run-rdma-suite's
-# "planned == reported" check fails the run.
+# "planned == reported" check fails the run (as does a second lane that died
+# before its last test).
 collect_background() {
   local i
   for i in "${!bg_names[@]}"; do
@@ -94,16 +117,21 @@ collect_background() {
     if [ -s "$BG_DIR/$i" ]; then
       report "$(cat "$BG_DIR/$i")"
     else
-      failed=$((failed + 1))
+      lost=$((lost + 1))
       printf '%-8s %s: its background runner ended without a result\n' NO-RESULT "${bg_names[$i]}"
     fi
   done
 }
 
+lost=0
 : >"$OUT/results.tsv"
 # shellcheck source=/dev/null
 . "$PLAN"
+wait_second_lane
 collect_background
 rm -rf "$BG_DIR"
+# Counted from the results, which both lanes write.
+ran=$(wc -l <"$OUT/results.tsv")
+failed=$(awk -F'\t' '$2 != "OK"' "$OUT/results.tsv" | wc -l)
 echo "$ran" >"$OUT/done"
-[ "$failed" = 0 ]
+[ "$failed" = 0 ] && [ "$lost" = 0 ]

@@ -3,10 +3,15 @@
 regress/run-pair-suite (host side only).
 
   plan SUITE BUILD OUT_DIR [NAME...] < introspect.json
-      Writes OUT_DIR/plan.sh (read by guest/run-tests.sh: first one
-      `start_background` line per test also in suite SUITE-background, then
-      one `run_test` line per other test of SUITE) and OUT_DIR/planned.txt
-      (all their names); prints "COUNT TOTAL_TIMEOUT_S BACKGROUND_COUNT".
+      Writes OUT_DIR/plan.sh (read by guest/run-tests.sh: a function
+      `second_lane` of one `run_test` line per test also in suite
+      SUITE-second-lane, one `start_background` line per test also in suite
+      SUITE-background, `start_second_lane`, one `run_test` line per other
+      test of SUITE but those also in SUITE-alone, `wait_second_lane` (these
+      two only when the second lane has tests), then
+      one `run_test` line per test also in SUITE-alone) and
+      OUT_DIR/planned.txt (all their names); prints
+      "COUNT TOTAL_TIMEOUT_S BACKGROUND_COUNT SECOND_LANE_COUNT".
   to-meson OUT_DIR TESTLOG [WHERE]
       Writes results.tsv as meson's testlog.json (JSON lines), so callers that
       read meson's log (scripts/test) see the guest's results. A planned test
@@ -51,16 +56,27 @@ def plan_line(verb, test, build):
 def cmd_plan(suite, build, out, names):
     tests = [t for t in json.load(sys.stdin)
              if in_suite(t, suite) and (not names or t["name"] in names)]
-    # Tests also in SUITE-background start first and run beside the others.
+    # Tests also in SUITE-background start first and run beside the others;
+    # tests also in SUITE-second-lane run one after another in a second lane
+    # beside the first (the guest's two vCPUs); tests also in SUITE-alone run
+    # after both lanes, one at a time (regress/README.md).
     background = [t for t in tests if in_suite(t, suite + "-background")]
-    sequential = [t for t in tests if t not in background]
+    lane2 = [t for t in tests if t not in background and in_suite(t, suite + "-second-lane")]
+    alone = [t for t in tests if t not in background and t not in lane2 and in_suite(t, suite + "-alone")]
+    lane1 = [t for t in tests if t not in background and t not in lane2 and t not in alone]
     out = Path(out)
-    lines = ["# written by regress/run-rdma-suite from meson introspect --tests"]
+    lines = ["# written by regress/run-rdma-suite from meson introspect --tests",
+             "second_lane() {"]
+    lines += ["  " + plan_line("run_test", t, build) for t in lane2]
+    lines += ["  :", "}"]
     lines += [plan_line("start_background", t, build) for t in background]
-    lines += [plan_line("run_test", t, build) for t in sequential]
+    lines += ["start_second_lane"] if lane2 else []
+    lines += [plan_line("run_test", t, build) for t in lane1]
+    lines += ["wait_second_lane"] if lane2 else []
+    lines += [plan_line("run_test", t, build) for t in alone]
     (out / "plan.sh").write_text("\n".join(lines) + "\n")
     (out / "planned.txt").write_text("".join(t["name"] + "\n" for t in tests))
-    print(len(tests), sum(int(t["timeout"] or 0) for t in tests), len(background))
+    print(len(tests), sum(int(t["timeout"] or 0) for t in tests), len(background), len(lane2))
 
 
 def read_results(out):

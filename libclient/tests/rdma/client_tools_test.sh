@@ -16,7 +16,7 @@ root=$(dirname "$(readlink -f "$0")")/../../..
 # shellcheck source=regress/pg/cluster.sh
 . "$root/regress/pg/cluster.sh"
 
-PG_CLUSTER_PORT=54420
+PG_CLUSTER_PORT=54425
 pg_cluster_init "$(mktemp -d /tmp/pg_rdma-tools.XXXXXX)" "$build" \
     "log_connections = on" "log_disconnections = on"
 pg_cluster_start

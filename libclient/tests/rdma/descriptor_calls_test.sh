@@ -12,7 +12,7 @@ IP=${RXE_IP:?run in the Soft-RoCE guest}
 # shellcheck source=regress/pg/cluster.sh
 . "$(dirname "$(readlink -f "$0")")/../../../regress/pg/cluster.sh"
 
-PG_CLUSTER_PORT=54430
+PG_CLUSTER_PORT=54435
 pg_cluster_init "$(mktemp -d /tmp/pg_rdma-descriptors.XXXXXX)" "$build" "log_connections = on"
 pg_cluster_start
 pg_cluster_set_password postgres secret

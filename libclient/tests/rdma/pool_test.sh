@@ -19,7 +19,7 @@ readonly THREADS=32 SECONDS_EACH=45
 # pass for the program's own failure or success.
 readonly SANITIZER_EXIT=86
 
-PG_CLUSTER_PORT=54481
+PG_CLUSTER_PORT=54485
 # Room for every thread's session and the test's own, plus the ones still
 # ending when the next starts.
 pg_cluster_init "$(mktemp -d /tmp/pg_rdma-pool.XXXXXX)" "$build" "max_connections = $((THREADS * 2 + 10))"

@@ -109,7 +109,7 @@ man -w pgrdma >/dev/null 2>&1 || [ -f /usr/share/man/man1/pgrdma.1.gz ] || fail 
 
 # The packaged `pgrdma proxy` finds its program beside the library, and a
 # plain psql through it lands on RDMA.
-readonly PROXY_PORT=6499
+readonly PROXY_PORT=6498
 WITH_RSOCKET=require /usr/bin/pgrdma proxy --listen "127.0.0.1:$PROXY_PORT" "$RXE_IP:$port" 2>"$work/proxy.err" &
 proxy_pid=$!
 trap 'kill "$proxy_pid" 2>/dev/null; as_pg "$bindir/pg_ctl" -D "$work/data" -m immediate stop >/dev/null 2>&1 || true' EXIT
