@@ -2,9 +2,11 @@
 # run-tests.sh PLAN OUT_DIR — runs the RDMA suite inside the guest.
 #
 # regress/run-rdma-suite writes PLAN on the host (regress/lib/suite_results.py
-# over `meson introspect --tests`: one `start_background` line per test also
-# in suite 'rdma-background', then one `run_test` line per other test of suite
-# 'rdma') and starts this script through regress/rxe-guest. Starting meson itself in the guest costs
+# over `meson introspect --tests`: a function `second_lane` of the tests also
+# in suite 'rdma-second-lane', one `start_background` line per test also in
+# 'rdma-background', `start_second_lane`, one `run_test` line per other test
+# of suite 'rdma' but those also in 'rdma-alone', `wait_second_lane`, then
+# those) and starts this script through regress/rxe-guest. Starting meson itself in the guest costs
 # ~13 s of Python imports over 9p under TCG; running the test binaries
 # directly costs well under a second each.
 #
@@ -31,7 +33,10 @@ OUT=$2
 readonly EXIT_SKIP=77      # meson's "skipped" code: a failure here (see below)
 readonly EXIT_TIMEOUT=124  # from timeout(1)
 readonly KILL_GRACE_S=5
-readonly REPORT_LOCK=$OUT/.report.lock
+# Background tests' result lines wait here; the report lock lives here too:
+# the guest's own tmpfs, not the 9p share OUT is on.
+BG_DIR=$(mktemp -d)
+readonly REPORT_LOCK=$BG_DIR/report.lock
 
 log_name() { echo "$OUT/${1//[^A-Za-z0-9_.-]/_}.log"; }
 
@@ -84,7 +89,6 @@ run_test() {
 
 # start_background NAME TIMEOUT_S WORKDIR CMD...: starts one test beside the
 # others; its result line waits in BG_DIR for collect_background.
-BG_DIR=$(mktemp -d)
 bg_names=() bg_pids=()
 start_background() {
   execute "$@" >"$BG_DIR/${#bg_names[@]}" &
@@ -102,8 +106,15 @@ start_second_lane() {
   lane2_pid=$!
 }
 wait_second_lane() {
-  [ -z "$lane2_pid" ] || wait "$lane2_pid"
+  local rc
+  [ -n "$lane2_pid" ] || return 0
+  wait "$lane2_pid"
+  rc=$?
   lane2_pid=''
+  # second_lane ends with `:`: any other status means the lane itself died.
+  [ "$rc" = 0 ] && return 0
+  lost=$((lost + 1))
+  printf '%-8s the second lane (exit %s): its tests after the last one reported have no result\n' NO-RESULT "$rc"
 }
 
 # Waits for every background test and reports it. One whose runner died

@@ -60,9 +60,14 @@ def cmd_plan(suite, build, out, names):
     # tests also in SUITE-second-lane run one after another in a second lane
     # beside the first (the guest's two vCPUs); tests also in SUITE-alone run
     # after both lanes, one at a time (regress/README.md).
+    ways = ("-background", "-second-lane", "-alone")
+    for t in tests:
+        chosen = [w for w in ways if in_suite(t, suite + w)]
+        if len(chosen) > 1:
+            sys.exit(f"test {t['name']} is in {' and '.join(suite + w for w in chosen)}: choose one way to run it")
     background = [t for t in tests if in_suite(t, suite + "-background")]
-    lane2 = [t for t in tests if t not in background and in_suite(t, suite + "-second-lane")]
-    alone = [t for t in tests if t not in background and t not in lane2 and in_suite(t, suite + "-alone")]
+    lane2 = [t for t in tests if in_suite(t, suite + "-second-lane")]
+    alone = [t for t in tests if in_suite(t, suite + "-alone")]
     lane1 = [t for t in tests if t not in background and t not in lane2 and t not in alone]
     out = Path(out)
     lines = ["# written by regress/run-rdma-suite from meson introspect --tests",

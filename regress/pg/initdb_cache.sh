@@ -23,9 +23,13 @@ _pg_cluster_initdb() {
     key=$(printf '%s|%s' "$(stat -Lc '%s %Y' "$PG_BINDIR/postgres")" "${PG_CLUSTER_INITDB_ARGS[*]}" | cksum)
     local tarball=$cache/${key%% *}.tar
     if [ "${PG_CLUSTER_INITDB_CACHE:-1}" != 0 ] && [ -f "$tarball" ]; then
-        mkdir "$data" && tar -C "$data" -xpf "$tarball" || return 1
-        if [ "$(id -u)" = 0 ]; then chown -R postgres "$data"; fi
-        return 0
+        if mkdir "$data" && tar -C "$data" -xpf "$tarball" 2>/dev/null; then
+            if [ "$(id -u)" = 0 ]; then chown -R postgres "$data"; fi
+            return 0
+        fi
+        # Replaced or removed while we read it (tests run in two lanes): a
+        # cache miss, not a failure.
+        rm -rf "$data"
     fi
     if ! as_pg "$PG_CLUSTER_BIN/initdb" -D "$data" "${PG_CLUSTER_INITDB_ARGS[@]}" >"$data.initdb.log" 2>&1; then
         cat "$data.initdb.log" >&2
@@ -33,9 +37,11 @@ _pg_cluster_initdb() {
     fi
     [ "${PG_CLUSTER_INITDB_CACHE:-1}" != 0 ] || return 0
     # Written under a temporary name and renamed: a concurrent test never
-    # unpacks half a file.
+    # unpacks half a file. Only other keys' files are removed: a test in
+    # the other lane may be unpacking this one.
+    local old
     {
-        mkdir -p "$cache" && rm -f "$cache"/*.tar &&
+        mkdir -p "$cache" && for old in "$cache"/*.tar; do [ "$old" = "$tarball" ] || rm -f "$old"; done &&
             tar -C "$data" -cf "$tarball.$$" . && mv -f "$tarball.$$" "$tarball"
     } 2>/dev/null || rm -f "$tarball.$$"
     return 0
