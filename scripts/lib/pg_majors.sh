@@ -51,25 +51,13 @@ _pg_root_apt() {
 
 # ensure_pg_root MAJOR: the root for MAJOR, made if missing or stale.
 # Quiet when it is there; ~2 minutes and ~2 GB when it is not.
-# _pg_root_stamp MAJOR: what a finished root of MAJOR has in .pg_rdma-root.
-_pg_root_stamp() {
-  local suite
-  suite=$(pg_major_suite "$1") || { echo "pg_rdma: no Debian suite known for PostgreSQL $1" >&2; return 1; }
-  echo "format $PG_ROOT_FORMAT suite $suite major $1"
-}
-
-# pg_root_ready MAJOR: true when MAJOR's root is made and current.
-pg_root_ready() {
-  local want
-  want=$(_pg_root_stamp "$1" 2>/dev/null) && [ "$(cat "$(pg_major_root "$1")/.pg_rdma-root" 2>/dev/null)" = "$want" ]
-}
-
 ensure_pg_root() {
-  local major=$1 suite root want log
-  want=$(_pg_root_stamp "$major") || return 1
-  pg_root_ready "$major" && return 0
-  suite=$(pg_major_suite "$major")
+  local major=$1 suite root stamp want log
+  suite=$(pg_major_suite "$major") || { echo "pg_rdma: no Debian suite known for PostgreSQL $major" >&2; return 1; }
   root=$(pg_major_root "$major")
+  stamp=$root/.pg_rdma-root
+  want="format $PG_ROOT_FORMAT suite $suite major $major"
+  [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] && return 0
   command -v debootstrap >/dev/null || { echo "pg_rdma: debootstrap is missing (ensure_packages majors)" >&2; return 1; }
   log=$(dirname "$root")/root.log
   echo "pg_rdma: making a Debian $suite root for PostgreSQL $major in $root (log: $log)" >&2
