@@ -23,12 +23,13 @@ _pg_cluster_initdb() {
     key=$(printf '%s|%s' "$(stat -Lc '%s %Y' "$PG_BINDIR/postgres")" "${PG_CLUSTER_INITDB_ARGS[*]}" | cksum)
     local tarball=$cache/${key%% *}.tar
     if [ "${PG_CLUSTER_INITDB_CACHE:-1}" != 0 ] && [ -f "$tarball" ]; then
-        if mkdir "$data" && tar -C "$data" -xpf "$tarball" 2>/dev/null; then
+        mkdir "$data" || return 1
+        if tar -C "$data" -xpf "$tarball" 2>/dev/null; then
             if [ "$(id -u)" = 0 ]; then chown -R postgres "$data"; fi
             return 0
         fi
         # Replaced or removed while we read it (tests run in two lanes): a
-        # cache miss, not a failure.
+        # cache miss, not a failure. (DATA is ours: we just made it.)
         rm -rf "$data"
     fi
     if ! as_pg "$PG_CLUSTER_BIN/initdb" -D "$data" "${PG_CLUSTER_INITDB_ARGS[@]}" >"$data.initdb.log" 2>&1; then
