@@ -115,9 +115,10 @@ opts="options='-c client_connection_check_interval=200ms'"
 victim_sql='select pg_sleep(60) as sessions_test_victim'
 rpsql "$opts" -c "$victim_sql" >/dev/null 2>&1 &
 victim=$!
-has_victim() { [ -n "$(pg_cluster_psql -c "select pid from pg_stat_activity where query = '$victim_sql'")" ]; }
+victim_backend() { pg_cluster_psql -c "select pid from pg_stat_activity where query = '$victim_sql'"; }
+has_victim() { [ -n "$(victim_backend)" ]; }
 wait_for 30 has_victim || fail "the session to kill did not start"
-pid=$(pg_cluster_psql -c "select pid from pg_stat_activity where query = '$victim_sql'")
+pid=$(victim_backend)
 # SIGKILL to psql itself (the job is runuser/env around it).
 pkill -9 -x -f '(.*/)?psql .*sessions_test_victim' || pkill -9 -f 'sessions_test_victim' || fail "no psql to kill"
 wait "$victim" 2>/dev/null || true
